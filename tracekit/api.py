@@ -1,0 +1,50 @@
+"""Read-side Python API used by the CLI (and by users): listing runs and read-only queries."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from tracekit.errors import QueryError
+from tracekit.store import default_store_path, open_store
+
+Rows = tuple[list[str], list[tuple[Any, ...]]]
+
+RUNS_SQL = """
+SELECT r.run_id, r.format, r.vendor, r.device_name, r.label, r.workload, r.n_ranks AS ranks,
+       coalesce(k.n, 0) AS device_events,
+       round(coalesce(k.busy_ns, 0) / 1e6, 3) AS device_time_ms,
+       round(rk.span_ns / 1e6, 3) AS span_ms,
+       r.captured_at, r.ingested_at, r.source
+FROM runs r
+LEFT JOIN (SELECT run_id, count(*) AS n, sum(dur_ns) AS busy_ns FROM kernels GROUP BY run_id) k
+  USING (run_id)
+LEFT JOIN (SELECT run_id, max(last_ns - first_ns) AS span_ns FROM ranks GROUP BY run_id) rk
+  USING (run_id)
+ORDER BY r.ingested_at DESC, r.run_id
+"""
+
+
+def list_runs(store: str | Path | None = None) -> Rows:
+    """The store's runs with device-event count, summed device time (ms) and longest rank span (ms)."""
+    return run_query(RUNS_SQL, store)
+
+
+def run_query(sql: str, store: str | Path | None = None) -> Rows:
+    """Execute one read-only statement; return (column names, rows).
+
+    The connection is read-only with external access disabled: statements that write, attach
+    databases, read or write files are rejected by DuckDB and reported as :class:`QueryError`.
+    """
+    path = Path(store) if store is not None else default_store_path()
+    with open_store(path, read_only=True) as con:
+        try:
+            rel = con.execute(sql)
+            columns = [d[0] for d in rel.description] if rel.description else []
+            rows = rel.fetchall() if rel.description else []
+        except duckdb.Error as exc:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise QueryError(f"{path}: query failed: {first}") from None
+    return columns, rows

@@ -1,0 +1,1 @@
+"""Command line (Typer + Rich) over the Python API."""

@@ -1,0 +1,241 @@
+"""The ``tracekit`` command line: a thin Typer + Rich layer over :mod:`tracekit`'s Python API.
+
+Exit codes: 0 ok; 2 bad input or usage (one line ``error: <path>: <reason>`` on stderr, store
+untouched); 1 is reserved for a failed check (``tracekit check``, later).
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import decimal
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from tracekit import __version__
+from tracekit.errors import TracekitError
+from tracekit.store import default_store_path
+
+app = typer.Typer(
+    name="tracekit",
+    help="Profiler analyzer for LLM inference: ingest XPlane, rocprof and PyTorch profiler traces "
+    "into one DuckDB store and query them.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+out = Console(highlight=False, soft_wrap=True)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+StoreOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--store",
+        envvar="TRACEKIT_STORE",
+        help="DuckDB store file [default: ./tracekit.duckdb; env TRACEKIT_STORE].",
+        show_default=False,
+    ),
+]
+
+
+def fail(message: str, code: int = 2) -> None:
+    """Print one ``error:`` line on stderr and exit with ``code``."""
+    err.print(f"error: {message}", markup=False, highlight=False)
+    raise typer.Exit(code)
+
+
+def _version(value: bool) -> None:
+    if value:
+        out.print(f"tracekit {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version.")
+    ] = False,
+) -> None:
+    """tracekit: one DuckDB schema for LLM-inference profiles from TPUs, AMD and NVIDIA GPUs."""
+
+
+def _parse_tags(tags: list[str]) -> dict[str, str]:
+    parsed: dict[str, str] = {}
+    for t in tags:
+        key, sep, value = t.partition("=")
+        if not sep or not key:
+            fail(f"--tag {t}: expected KEY=VALUE")
+        parsed[key] = value
+    return parsed
+
+
+@app.command()
+def ingest(
+    paths: Annotated[
+        list[Path],
+        typer.Argument(
+            help="Trace files or directories. Each PATH becomes one run; a directory's trace "
+            "files (e.g. one per rank) together form one run.",
+            show_default=False,
+        ),
+    ],
+    store: StoreOpt = None,
+    label: Annotated[str | None, typer.Option(help="Free-text label for the run(s), e.g. a git sha.")] = None,
+    workload: Annotated[
+        str | None, typer.Option(help="Workload name the run belongs to, e.g. 'llama3-8b-decode-bs8'.")
+    ] = None,
+    tag: Annotated[list[str], typer.Option("--tag", help="KEY=VALUE tag; repeat for more.")] = [],  # noqa: B006
+    format_name: Annotated[
+        str | None,
+        typer.Option("--format", help="Force the input format instead of detecting it (e.g. kineto)."),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print results as JSON for scripts.")] = False,
+) -> None:
+    """Ingest traces into the store (one transaction) and print the run id of each PATH.
+
+    Re-ingesting identical content returns the existing run id instead of a duplicate.
+    """
+    from tracekit.ingest import ingest as do_ingest
+
+    tags = _parse_tags(tag)
+    show_progress = not as_json and err.is_terminal
+    store_path = store if store is not None else default_store_path()
+    try:
+        if show_progress:
+            with Progress(
+                SpinnerColumn(),
+                TextColumn("ingesting {task.description}"),
+                TextColumn("{task.completed:,.0f} events"),
+                TimeElapsedColumn(),
+                console=err,
+                transient=True,
+            ) as prog:
+                task = prog.add_task(", ".join(str(p) for p in paths)[:60], total=None)
+                results = do_ingest(
+                    paths, store_path, label=label, workload=workload, tags=tags,
+                    format_name=format_name,
+                    progress=lambda n: prog.advance(task, n),
+                    on_lock_wait=lambda: err.print(f"waiting for the lock on {store_path}…"),
+                )
+        else:
+            results = do_ingest(
+                paths, store_path, label=label, workload=workload, tags=tags, format_name=format_name
+            )
+    except TracekitError as exc:
+        fail(str(exc))
+        return
+    if as_json:
+        out.print_json(data=[r.as_dict() for r in results])
+        return
+    table = Table(title=f"store {store_path}", title_justify="left")
+    for col in ("run_id", "status", "format", "vendor", "device", "files", "device events", "host events", "source"):
+        table.add_column(col, overflow="fold")
+    for r in results:
+        table.add_row(
+            r.run_id,
+            "new" if r.created else "already in store",
+            r.format,
+            r.vendor,
+            r.device_name or "",
+            str(r.n_files),
+            f"{r.n_device_events:,}" if r.created else "",
+            f"{r.n_host_events:,}" if r.created else "",
+            r.source,
+        )
+    err.print(table)
+    for r in results:
+        out.print(r.run_id)
+
+
+def _cell(v: Any) -> Any:
+    if isinstance(v, (dt.datetime, dt.date)):
+        return v.isoformat()
+    if isinstance(v, decimal.Decimal):
+        return int(v) if v == v.to_integral_value() else float(v)
+    if isinstance(v, (bytes, bytearray)):
+        return v.hex()
+    if isinstance(v, dict):
+        return {str(k): _cell(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_cell(x) for x in v]
+    return v
+
+
+def _emit(columns: list[str], rows: list[tuple[Any, ...]], fmt: str, title: str | None = None) -> None:
+    if fmt == "json":
+        sys.stdout.write(json.dumps([dict(zip(columns, map(_cell, r))) for r in rows], default=str))
+        sys.stdout.write("\n")
+    elif fmt == "csv":
+        w = csv.writer(sys.stdout, lineterminator="\n")
+        w.writerow(columns)
+        for r in rows:
+            w.writerow(["" if v is None else json.dumps(_cell(v)) if isinstance(v, (dict, list)) else _cell(v) for v in r])
+    else:
+        table = Table(title=title, title_justify="left")
+        for c in columns:
+            table.add_column(c, overflow="fold")
+        for r in rows:
+            table.add_row(*("" if v is None else str(_cell(v)) for v in r))
+        out.print(table)
+
+
+FormatOpt = Annotated[
+    str,
+    typer.Option(
+        "--format", "-f", help="Output format: table, csv (with a header row) or json (an array of row objects)."
+    ),
+]
+
+
+def _check_format(fmt: str) -> str:
+    if fmt not in ("table", "csv", "json"):
+        fail(f"--format {fmt}: expected table, csv or json")
+    return fmt
+
+
+@app.command()
+def runs(store: StoreOpt = None, fmt: FormatOpt = "table") -> None:
+    """List the runs in the store, newest first, with their device-event counts and time."""
+    from tracekit.api import list_runs
+
+    _check_format(fmt)
+    try:
+        columns, rows = list_runs(store)
+    except TracekitError as exc:
+        fail(str(exc))
+        return
+    _emit(columns, rows, fmt)
+
+
+@app.command()
+def query(
+    sql: Annotated[str, typer.Argument(help="One read-only SQL statement over the store's views.")],
+    store: StoreOpt = None,
+    fmt: FormatOpt = "table",
+) -> None:
+    """Run a read-only SQL query (views: runs, kernels, ops, runtime_calls, launches, ...)."""
+    from tracekit.api import run_query
+
+    _check_format(fmt)
+    try:
+        columns, rows = run_query(sql, store)
+    except TracekitError as exc:
+        fail(str(exc))
+        return
+    _emit(columns, rows, fmt)
+
+
+def main() -> None:
+    """Console-script entry point."""
+    try:
+        app()
+    except KeyboardInterrupt:
+        err.print("error: interrupted; the store is unchanged")
+        sys.exit(130)

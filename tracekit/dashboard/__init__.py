@@ -1,0 +1,1 @@
+"""Dash dashboard for weekly performance reviews — arrives with issue 7."""

@@ -1,0 +1,31 @@
+"""Errors a user can cause, each rendered by the CLI as one line ``error: <path>: <reason>``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class TracekitError(Exception):
+    """Base class of every error tracekit reports to a user without a traceback."""
+
+
+class TraceInputError(TracekitError):
+    """A trace file or directory could not be read: truncated, malformed, unrecognized, unreadable."""
+
+    def __init__(self, path: str | Path, reason: str) -> None:
+        self.path = str(path)
+        self.reason = reason
+        super().__init__(f"{self.path}: {reason}")
+
+
+class StoreError(TracekitError):
+    """The store could not be opened, is locked past the timeout, or has an unknown schema version."""
+
+    def __init__(self, path: str | Path, reason: str) -> None:
+        self.path = str(path)
+        self.reason = reason
+        super().__init__(f"{self.path}: {reason}")
+
+
+class QueryError(TracekitError):
+    """A read-only query was rejected or failed in DuckDB."""

@@ -1,0 +1,286 @@
+"""Ingest: turn trace files and directories into runs in the store, atomically.
+
+Each PATH is one run: a file, or a directory whose recognized files (searched recursively) are
+the ranks/processes of that run. All runs of one call are written in a single DuckDB
+transaction, so a failure of any of them leaves the store exactly as it was (a store file that
+did not exist before is removed again). A run's id is derived from the SHA-256 of its files'
+bytes, so ingesting the same content twice returns the existing run instead of a duplicate.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import duckdb
+
+from tracekit import __version__
+from tracekit.errors import StoreError, TraceInputError
+from tracekit.parsers import REGISTRY, IngestContext, get_parser
+from tracekit.parsers._io import file_sha256
+from tracekit.store import connect, default_store_path
+
+ProgressFn = Callable[[int], None]
+
+
+@dataclass
+class RunInput:
+    """One run to ingest: its files (in name order), their format and content hash."""
+
+    source: Path
+    files: list[Path]
+    format: str
+    content_sha256: str
+    file_hashes: list[str] = field(default_factory=list)
+    input_bytes: int = 0
+
+    @property
+    def run_id(self) -> str:
+        return self.content_sha256[:12]
+
+
+@dataclass
+class IngestResult:
+    """Outcome for one PATH: its run id and whether it was new to the store."""
+
+    run_id: str
+    source: str
+    format: str
+    created: bool
+    vendor: str = ""
+    device_name: str | None = None
+    n_files: int = 0
+    n_device_events: int = 0
+    n_host_events: int = 0
+    n_trace_events: int = 0
+
+    def as_dict(self) -> dict[str, object]:
+        return dict(self.__dict__)
+
+
+def _sniff(path: Path, format_name: str | None) -> str | None:
+    names = [format_name] if format_name else list(REGISTRY)
+    for name in names:
+        if get_parser(name).sniff(path):
+            return name
+    return None
+
+
+def resolve_input(path: str | Path, format_name: str | None = None) -> RunInput:
+    """Find the trace files of one PATH and their format; raise TraceInputError if there are none."""
+    p = Path(path)
+    if format_name is not None and format_name not in REGISTRY:
+        raise TraceInputError(p, f"unknown format {format_name!r} (known: {', '.join(sorted(REGISTRY))})")
+    if not p.exists():
+        raise TraceInputError(p, "no such file or directory")
+    if p.is_dir():
+        if not os.access(p, os.R_OK | os.X_OK):
+            raise TraceInputError(p, "cannot read directory (permission denied)")
+        by_format: dict[str, list[Path]] = {}
+        for f in sorted(q for q in p.rglob("*") if q.is_file()):
+            fmt = _sniff(f, format_name)
+            if fmt is not None:
+                by_format.setdefault(fmt, []).append(f)
+        if not by_format:
+            raise TraceInputError(p, "directory holds no recognizable trace file")
+        if len(by_format) > 1:
+            found = ", ".join(f"{k} ({len(v)} files)" for k, v in sorted(by_format.items()))
+            raise TraceInputError(p, f"directory mixes trace formats: {found}; ingest them separately")
+        fmt, files = next(iter(by_format.items()))
+    else:
+        if not os.access(p, os.R_OK):
+            raise TraceInputError(p, "cannot read file (permission denied)")
+        if p.stat().st_size == 0:
+            raise TraceInputError(p, "empty file")
+        fmt = _sniff(p, format_name)
+        if fmt is None:
+            raise TraceInputError(p, "not a recognized trace format (expected a PyTorch profiler .json/.json.gz)")
+        files = [p]
+    hashes = [file_sha256(f) for f in files]
+    if len(files) == 1:
+        content = hashes[0]
+    else:
+        content = hashlib.sha256("\n".join(sorted(hashes)).encode()).hexdigest()
+    return RunInput(
+        source=p,
+        files=files,
+        format=fmt,
+        content_sha256=content,
+        file_hashes=hashes,
+        input_bytes=sum(f.stat().st_size for f in files),
+    )
+
+
+def _run_vendor(con: duckdb.DuckDBPyConnection, ctx: IngestContext) -> tuple[str, str | None]:
+    """(vendor, device_name) of a run: the device that ran most activity, else what the trace says."""
+    busiest = con.execute(
+        """SELECT rank, device, count(*) AS n FROM device_activity WHERE run_id = ?
+           GROUP BY ALL ORDER BY n DESC LIMIT 1""",
+        [ctx.run_id],
+    ).fetchone()
+    dev = None
+    if busiest is not None:
+        dev = next((d for d in ctx.devices if d.rank == busiest[0] and d.device == busiest[1]), None)
+    if dev is None and ctx.devices:
+        dev = ctx.devices[0]
+    runtimes = {r.runtime for r in ctx.ranks if r.runtime}
+    if dev is not None and dev.vendor:
+        return dev.vendor, dev.name
+    if "cuda" in runtimes:
+        return "nvidia", dev.name if dev else None
+    if "hip" in runtimes:
+        return "amd", dev.name if dev else None
+    if busiest is not None:
+        return "other", dev.name if dev else None
+    return "cpu", "CPU"
+
+
+def _write_run(
+    con: duckdb.DuckDBPyConnection,
+    item: RunInput,
+    *,
+    label: str | None,
+    workload: str | None,
+    tags: Mapping[str, str],
+    progress: ProgressFn | None,
+) -> IngestResult:
+    ctx = IngestContext(con, item.run_id, progress)
+    get_parser(item.format).parse(item.files, ctx)
+    for info, h in zip(ctx.ranks, item.file_hashes):
+        info.file_sha256 = h
+    vendor, device_name = _run_vendor(con, ctx)
+    captured = [r.captured_at_unix_s for r in ctx.ranks if r.captured_at_unix_s is not None]
+    captured_at = (
+        dt.datetime.fromtimestamp(min(captured), dt.timezone.utc).replace(tzinfo=None) if captured else None
+    )
+    n_events = sum(r.n_trace_events for r in ctx.ranks)
+    n_dev, n_host = con.execute(
+        """SELECT (SELECT count(*) FROM device_activity WHERE run_id = $r),
+                  (SELECT count(*) FROM host_events WHERE run_id = $r)""",
+        {"r": item.run_id},
+    ).fetchone() or (0, 0)
+    con.execute(
+        """INSERT INTO run_meta VALUES ($run_id, $sha, $source, $format, $vendor, $device_name,
+             $label, $workload, $captured_at, now()::TIMESTAMP, $tags, $n_files, $n_ranks,
+             $input_bytes, $n_events, $n_skipped, $version)""",
+        {
+            "run_id": item.run_id,
+            "sha": item.content_sha256,
+            "source": str(item.source),
+            "format": item.format,
+            "vendor": vendor,
+            "device_name": device_name,
+            "label": label,
+            "workload": workload,
+            "captured_at": captured_at,
+            "tags": dict(tags),
+            "n_files": len(item.files),
+            "n_ranks": len({r.rank for r in ctx.ranks}),
+            "input_bytes": item.input_bytes,
+            "n_events": n_events,
+            "n_skipped": n_events - n_dev - n_host,
+            "version": __version__,
+        },
+    )
+    con.executemany(
+        "INSERT INTO rank_meta VALUES (" + ", ".join(["?"] * 20) + ")",
+        [
+            (
+                item.run_id, r.rank, r.world_size, r.dist_backend, r.rank_source, str(r.path),
+                r.file_sha256, r.schema_version, r.trace_id, r.base_time_ns, r.display_time_unit,
+                r.runtime, r.runtime_version, json.dumps(r.metadata or {}, default=str),
+                r.n_trace_events, r.n_python_events, r.n_flow_events, r.n_other_skipped,
+                r.first_ns, r.last_ns,
+            )
+            for r in ctx.ranks
+        ],
+    )
+    if ctx.devices:
+        con.executemany(
+            "INSERT INTO device_meta VALUES (" + ", ".join(["?"] * 19) + ")", ctx.device_rows()
+        )
+    return IngestResult(
+        run_id=item.run_id,
+        source=str(item.source),
+        format=item.format,
+        created=True,
+        vendor=vendor,
+        device_name=device_name,
+        n_files=len(item.files),
+        n_device_events=int(n_dev),
+        n_host_events=int(n_host),
+        n_trace_events=n_events,
+    )
+
+
+def ingest(
+    paths: Sequence[str | Path],
+    store: str | Path | None = None,
+    *,
+    label: str | None = None,
+    workload: str | None = None,
+    tags: Mapping[str, str] | None = None,
+    format_name: str | None = None,
+    progress: ProgressFn | None = None,
+    on_lock_wait: Callable[[], None] | None = None,
+) -> list[IngestResult]:
+    """Ingest each PATH as one run into ``store`` (default ``$TRACEKIT_STORE`` or ./tracekit.duckdb).
+
+    All inputs are checked (existence, format, readability) before the store is touched; the runs
+    are then written in one transaction. Raises :class:`TraceInputError` for bad input and
+    :class:`StoreError` for store problems; in both cases the store is unchanged.
+    """
+    if not paths:
+        raise TraceInputError("<none>", "no input path given")
+    items = [resolve_input(p, format_name) for p in paths]
+    store_path = Path(store) if store is not None else default_store_path()
+    existed = store_path.exists()
+    results: list[IngestResult] = []
+    con = None
+    try:
+        con = connect(store_path, on_wait=on_lock_wait)
+        con.execute("BEGIN")
+        seen: dict[str, IngestResult] = {}
+        for item in items:
+            if item.content_sha256 in seen:
+                results.append(seen[item.content_sha256])
+                continue
+            row = con.execute(
+                "SELECT run_id, format, vendor, device_name, n_files FROM run_meta WHERE content_sha256 = ?",
+                [item.content_sha256],
+            ).fetchone()
+            if row is not None:
+                res = IngestResult(
+                    run_id=row[0], source=str(item.source), format=row[1], created=False,
+                    vendor=row[2], device_name=row[3], n_files=row[4],
+                )
+            else:
+                res = _write_run(
+                    con, item, label=label, workload=workload, tags=tags or {}, progress=progress
+                )
+            seen[item.content_sha256] = res
+            results.append(res)
+        con.execute("COMMIT")
+    except BaseException as exc:
+        if con is not None:
+            try:
+                con.execute("ROLLBACK")
+            except duckdb.Error:
+                pass
+            con.close()
+            con = None
+        if not existed:
+            for leftover in (store_path, Path(str(store_path) + ".wal")):
+                leftover.unlink(missing_ok=True)
+        if isinstance(exc, duckdb.Error):
+            raise StoreError(store_path, f"ingest failed in DuckDB: {exc}") from exc
+        raise
+    finally:
+        if con is not None:
+            con.close()
+    return results

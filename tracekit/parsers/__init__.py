@@ -1,0 +1,11 @@
+"""Trace parsers, one module per input format, each registered by format name."""
+
+from tracekit.parsers.base import REGISTRY, IngestContext, Parser, RankInfo
+from tracekit.parsers import kineto as _kineto  # noqa: F401  (registers "kineto")
+
+__all__ = ["REGISTRY", "IngestContext", "Parser", "RankInfo", "get_parser"]
+
+
+def get_parser(format_name: str) -> Parser:
+    """An instance of the parser registered under ``format_name``."""
+    return REGISTRY[format_name]()

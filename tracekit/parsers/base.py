@@ -1,0 +1,179 @@
+"""The parser protocol and registry.
+
+A parser is a class that registers itself by format name (``class P(Parser, format_name="x")``),
+says whether it recognizes a file (:meth:`Parser.sniff`) and writes one run's rows through an
+:class:`IngestContext`. Built-in parsers use exactly this hook; so can a plugin.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+import duckdb
+
+REGISTRY: dict[str, type["Parser"]] = {}
+
+
+class Parser:
+    """Base class of the format parsers. Subclasses register under ``format_name``."""
+
+    format_name: ClassVar[str]
+    #: File name endings this format uses (for directory scans and error messages).
+    suffixes: ClassVar[tuple[str, ...]] = ()
+
+    def __init_subclass__(cls, format_name: str | None = None, **kw: Any) -> None:
+        super().__init_subclass__(**kw)
+        if format_name is not None:
+            cls.format_name = format_name
+            REGISTRY[format_name] = cls
+
+    def sniff(self, path: Path) -> bool:
+        """True if ``path`` looks like this format (reads at most a few KiB)."""
+        raise NotImplementedError
+
+    def parse(self, files: list[Path], ctx: "IngestContext") -> None:
+        """Write the rows of one run, made of ``files``, through ``ctx``."""
+        raise NotImplementedError
+
+
+@dataclass
+class RankInfo:
+    """What one rank's (one file's) trace says about itself."""
+
+    rank: int
+    rank_source: str
+    path: Path
+    world_size: int | None = None
+    dist_backend: str | None = None
+    schema_version: int | None = None
+    trace_id: str | None = None
+    base_time_ns: int | None = None
+    display_time_unit: str | None = None
+    runtime: str | None = None
+    runtime_version: str | None = None
+    metadata: dict[str, Any] | None = None
+    n_trace_events: int = 0
+    n_python_events: int = 0
+    n_flow_events: int = 0
+    n_other_skipped: int = 0
+    first_ns: int | None = None
+    last_ns: int | None = None
+    captured_at_unix_s: float | None = None
+    file_sha256: str = ""
+
+
+@dataclass
+class DeviceInfo:
+    """Device properties as the trace states them; units: bytes, counts."""
+
+    rank: int
+    device: int
+    name: str | None
+    vendor: str | None
+    arch: str | None
+    compute_units: int | None
+    warp_size: int | None
+    memory_bytes: int | None
+    compute_major: int | None
+    compute_minor: int | None
+    max_threads_per_block: int | None
+    max_threads_per_cu: int | None
+    regs_per_block: int | None
+    regs_per_cu: int | None
+    shared_mem_per_block_bytes: int | None
+    shared_mem_per_cu_bytes: int | None
+    shared_mem_per_block_optin_bytes: int | None
+    properties: dict[str, Any]
+
+
+def vendor_of_device(name: str | None, runtime: str | None) -> str | None:
+    """nvidia | amd | other, from a device name or the runtime that ran it."""
+    n = (name or "").lower()
+    if any(t in n for t in ("nvidia", "tesla", "geforce", "quadro", "rtx", "a100", "h100", "h200", "b200")):
+        return "nvidia"
+    if any(t in n for t in ("amd", "instinct", "radeon", "mi300", "mi250", "mi210", "mi355")):
+        return "amd"
+    if runtime == "cuda":
+        return "nvidia"
+    if runtime == "hip":
+        return "amd"
+    return "other" if n else None
+
+
+class IngestContext:
+    """Handed to a parser: the open transaction, the run id, and collectors of per-run facts."""
+
+    def __init__(
+        self,
+        con: duckdb.DuckDBPyConnection,
+        run_id: str,
+        progress: Callable[[int], None] | None = None,
+    ) -> None:
+        self.con = con
+        self.run_id = run_id
+        self.ranks: list[RankInfo] = []
+        self.devices: list[DeviceInfo] = []
+        self._progress = progress
+
+    def progress(self, n_events: int) -> None:
+        """Report that ``n_events`` more trace events were processed."""
+        if self._progress is not None:
+            self._progress(n_events)
+
+    def add_rank(self, info: RankInfo) -> None:
+        self.ranks.append(info)
+
+    def add_device(self, rank: int, props: dict[str, Any], runtime: str | None) -> None:
+        """Record a Kineto-style ``deviceProperties`` entry (keys as PyTorch writes them)."""
+
+        def i(key: str) -> int | None:
+            v = props.get(key)
+            return int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+        name = props.get("name")
+        name = str(name) if name is not None else None
+        vendor = vendor_of_device(name, runtime)
+        major, minor = i("computeMajor"), i("computeMinor")
+        # NVIDIA's compute capability names the SM architecture; HIP's major/minor do not name
+        # a gfx target exactly (MI250 reports 9.0 for gfx90a), so AMD arch stays unknown here.
+        arch = f"sm_{major}{minor or 0}" if major is not None and vendor == "nvidia" else None
+        self.devices.append(
+            DeviceInfo(
+                rank=rank,
+                device=i("id") if i("id") is not None else len(self.devices),
+                name=name,
+                vendor=vendor,
+                arch=arch,
+                compute_units=i("numSms"),
+                warp_size=i("warpSize"),
+                memory_bytes=i("totalGlobalMem"),
+                compute_major=major,
+                compute_minor=minor,
+                max_threads_per_block=i("maxThreadsPerBlock"),
+                max_threads_per_cu=i("maxThreadsPerMultiprocessor"),
+                regs_per_block=i("regsPerBlock"),
+                regs_per_cu=i("regsPerMultiprocessor"),
+                shared_mem_per_block_bytes=i("sharedMemPerBlock"),
+                shared_mem_per_cu_bytes=i("sharedMemPerMultiprocessor")
+                if i("sharedMemPerMultiprocessor") is not None
+                else i("maxSharedMemoryPerMultiProcessor"),
+                shared_mem_per_block_optin_bytes=i("sharedMemPerBlockOptin"),
+                properties=props,
+            )
+        )
+
+    def device_rows(self) -> list[tuple[Any, ...]]:
+        return [
+            (
+                self.run_id, d.rank, d.device, d.name, d.vendor, d.arch, d.compute_units,
+                d.warp_size, d.memory_bytes, d.compute_major, d.compute_minor,
+                d.max_threads_per_block, d.max_threads_per_cu, d.regs_per_block, d.regs_per_cu,
+                d.shared_mem_per_block_bytes, d.shared_mem_per_cu_bytes,
+                d.shared_mem_per_block_optin_bytes, json.dumps(d.properties, default=str),
+            )
+            for d in self.devices
+        ]

@@ -1,0 +1,527 @@
+"""PyTorch profiler (Kineto) Chrome-trace JSON: ``.json`` and ``.json.gz``, one file per rank.
+
+The file is streamed: decompressed in blocks, cut into chunks of whole events at object
+boundaries, each chunk decoded by msgspec into typed structs (unknown keys skipped), turned into
+Arrow columns and inserted into DuckDB, where unit conversion and classification happen in SQL.
+No Python object per event outlives its chunk.
+
+Rules that follow the reference notes (``shared/reference/kineto-and-hta.md``):
+
+* device activity is classified by ``cat`` (``kernel``/``Kernel``, ``gpu_memcpy``/``Memcpy``,
+  ``gpu_memset``/``Memset``, MTIA ``mtia_ccp_events``), never by the presence of a stream:
+  Triton ``cpu_op`` events carry ``args.stream`` and are host events;
+* timestamps are µs floats with ns precision: converted with ``round(µs * 1000)``, never rounded
+  to whole µs; ``dur_ns`` comes from ``dur`` itself, so sums agree with the JSON to < 1 ns/event;
+* stream 0 (HIP's default stream) is an ordinary stream;
+* ``hip*``, ``cuda*``, ``cu*`` runtime names and graph launches are all runtime calls;
+* neither ProfilerStep nor ``distributedInfo`` is required.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import re
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import msgspec
+
+from tracekit.errors import TraceInputError
+from tracekit.parsers._io import iter_decompressed, prefetch, read_head
+from tracekit.parsers.base import IngestContext, Parser, RankInfo
+
+# ---------------------------------------------------------------------------------------------
+# Category vocabularies (current and 2021 schema).
+
+DEVICE_CATS = {
+    "kernel": "kernel",
+    "Kernel": "kernel",
+    "gpu_memcpy": "memcpy",
+    "Memcpy": "memcpy",
+    "gpu_memset": "memset",
+    "Memset": "memset",
+    "mtia_ccp_events": "mtia_ccp",
+}
+HOST_CATS = {
+    "cpu_op": "op",
+    "Operator": "op",
+    "user_annotation": "annotation",
+    "gpu_user_annotation": "gpu_annotation",
+    "cuda_runtime": "runtime",
+    "Runtime": "runtime",
+    "mtia_runtime": "runtime",
+    "cuda_driver": "driver",
+    "cuda_sync": "sync",
+    "overhead": "overhead",
+    "Trace": "trace",
+}
+SKIPPED_CATS = {"python_function"}
+
+_CAT_CASE = "CASE cat " + " ".join(
+    f"WHEN '{k}' THEN '{v}'" for k, v in {**DEVICE_CATS, **HOST_CATS}.items()
+) + " ELSE 'other' END"
+
+# ---------------------------------------------------------------------------------------------
+# Chunking the traceEvents array at event boundaries into temporary JSON-array files.
+
+_EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
+_BOUNDARY = re.compile(rb"\}\s*,\s*(?=\{)")
+_CHUNK_BYTES = 4 << 20  # JSON bytes per chunk file handed to DuckDB
+_WINDOW = 256 << 10  # where to look for the last event boundary of a chunk
+_MAX_UNSPLIT = 64 << 20  # a buffer this large without a valid boundary means malformed JSON
+
+_decode_any = msgspec.json.Decoder().decode
+_decode_top = msgspec.json.Decoder(dict[str, msgspec.Raw]).decode
+_NO_ARGS = msgspec.Raw(b"")
+
+
+class Event(msgspec.Struct, gc=False, omit_defaults=True):
+    """The keys of one trace event that tracekit keeps; ``args`` stays undecoded JSON."""
+
+    ph: str | None = None
+    cat: str | None = None
+    name: str | int | None = None
+    pid: int | str | None = None
+    tid: int | str | None = None
+    ts: float | None = None
+    dur: float | None = None
+    args: msgspec.Raw = _NO_ARGS
+
+
+_decode_events = msgspec.json.Decoder(list[Event]).decode
+_encode = msgspec.json.Encoder().encode
+
+
+@dataclass
+class Chunk:
+    """One chunk of a trace, ready for DuckDB: device and host events as JSON-array files
+    (None when the chunk has none), and counts of all events and of the dropped kinds."""
+
+    device_path: Path | None
+    host_path: Path | None
+    n_events: int
+    n_python: int
+    n_flow: int
+
+
+@dataclass
+class KinetoFile:
+    """One Kineto trace file: top-level metadata, and its events cut into JSON-array chunk files.
+
+    ``open()`` reads up to the ``traceEvents`` key and decodes what comes before it;
+    ``chunk_files(dir)`` then yields files of about 8 MiB, each a valid JSON array of whole
+    events (every cut is proven by a syntax check), and fills ``trailer`` with the keys after
+    the array. Memory use is bounded by a few chunks whatever the trace size.
+    """
+
+    path: Path
+    header: dict[str, Any] = field(default_factory=dict)
+    trailer: dict[str, Any] = field(default_factory=dict)
+    array_format: bool = False
+    json_bytes: int = 0
+    _blocks: Iterator[bytes] | None = None
+    _buf: bytearray = field(default_factory=bytearray)
+
+    def open(self) -> "KinetoFile":
+        """Read up to the start of ``traceEvents`` and decode the keys before it."""
+        self._blocks = iter_decompressed(self.path)
+        buf = self._buf
+        searched = 0
+        while True:
+            start = _first_token(buf)
+            if start is not None and buf[start : start + 1] == b"[":
+                self.array_format = True
+                self.json_bytes += start + 1
+                del buf[: start + 1]
+                return self
+            if start is not None and buf[start : start + 1] != b"{":
+                raise TraceInputError(self.path, "not a JSON trace (expected '{' or '[')")
+            m = _EVENTS_KEY.search(buf, max(0, searched - 32))
+            if m is not None:
+                head = bytes(buf[: m.start()]) + b'"traceEvents":[]}'
+                try:
+                    hdr = _decode_any(head)
+                except msgspec.DecodeError:
+                    raise TraceInputError(
+                        self.path, "malformed JSON before the traceEvents array"
+                    ) from None
+                if not isinstance(hdr, dict):
+                    raise TraceInputError(self.path, "not a Kineto trace (top level is not an object)")
+                hdr.pop("traceEvents", None)
+                self.header = hdr
+                self.json_bytes += m.end()
+                del buf[: m.end()]
+                return self
+            searched = len(buf)
+            block = next(self._blocks, None)
+            if block is None:
+                if not buf.strip():
+                    raise TraceInputError(self.path, "empty file")
+                raise TraceInputError(
+                    self.path, "not a Kineto/Chrome trace (no traceEvents array found)"
+                )
+            buf += block
+
+    def chunk_files(self, directory: Path) -> Iterator[Chunk]:
+        """Cut the events into chunks; write each one's kept events as JSON-array files under ``directory``.
+
+        Kept: complete events (``ph == "X"``) except ``python_function``; flows, instants,
+        metadata and Python-stack events are only counted.
+        """
+        assert self._blocks is not None, "call open() first"
+        buf = self._buf
+        index = 0
+        for block in self._blocks:
+            buf += block
+            self.json_bytes += len(block)
+            if len(buf) < _CHUNK_BYTES:
+                continue
+            events = self._cut(buf)
+            if events is None:
+                continue
+            index += 1
+            yield _write_chunk(directory, index, events)
+        events = self._finish(bytes(buf))
+        buf.clear()
+        index += 1
+        yield _write_chunk(directory, index, events)
+
+    def _cut(self, buf: bytearray) -> list[Event] | None:
+        """Decode the whole events at the head of ``buf`` (removing them from it), or None."""
+        lo = max(0, len(buf) - _WINDOW)
+        matches = list(_BOUNDARY.finditer(buf, lo)) or (list(_BOUNDARY.finditer(buf)) if lo else [])
+        error: msgspec.DecodeError | None = None
+        for m in reversed(matches[-4:]):
+            # A candidate '}' may sit inside a string or a nested object; decoding then fails
+            # and an earlier candidate is tried. A decode that succeeds proves the cut exact.
+            with memoryview(buf) as view:
+                piece = b"".join((b"[", view[: m.start() + 1], b"]"))
+            try:
+                events = _decode(self.path, piece)
+            except msgspec.DecodeError as exc:
+                error = exc
+                continue
+            del buf[: m.end()]
+            return events
+        if len(buf) > _MAX_UNSPLIT:
+            detail = f" ({error})" if error else ""
+            raise TraceInputError(
+                self.path,
+                f"malformed JSON in traceEvents near byte {self.json_bytes - len(buf):,}{detail}",
+            )
+        return None
+
+    def _finish(self, rest: bytes) -> list[Event]:
+        try:
+            if self.array_format:
+                return _decode(self.path, b"[" + rest)
+            # Keys after the array (traceName, baseTimeNanoseconds, ...) are decoded generically.
+            top = _decode_top(b'{"traceEvents":[' + rest)
+            self.trailer = {k: _decode_any(v) for k, v in top.items() if k != "traceEvents"}
+            return _decode(self.path, top["traceEvents"])
+        except msgspec.DecodeError as exc:
+            raise TraceInputError(self.path, f"truncated or malformed JSON ({exc})") from None
+
+    @property
+    def meta(self) -> dict[str, Any]:
+        """Top-level keys other than ``traceEvents`` (header and trailer merged)."""
+        return {**self.header, **self.trailer}
+
+
+def _decode(path: Path, data: bytes | msgspec.Raw) -> list[Event]:
+    """Decode a JSON array of events; a wrongly typed key is a user-facing error, not a crash."""
+    gc_was_enabled = gc.isenabled()
+    gc.disable()  # hundreds of thousands of small objects: the cyclic GC only costs time here
+    try:
+        return _decode_events(data)
+    except msgspec.ValidationError as exc:
+        raise TraceInputError(path, f"unexpected value in an event: {exc}") from None
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+
+
+def _write_chunk(directory: Path, index: int, events: list[Event]) -> Chunk:
+    device = [e for e in events if e.cat in DEVICE_CATS and e.ph == "X"]
+    host = [e for e in events if e.ph == "X" and e.cat not in DEVICE_CATS and e.cat not in SKIPPED_CATS]
+    n_python = sum(1 for e in events if e.cat in SKIPPED_CATS)
+    n_flow = sum(1 for e in events if e.ph in _FLOW_PHASES)
+    return Chunk(
+        _write_events(directory / f"{index:06d}.device.json", device),
+        _write_events(directory / f"{index:06d}.host.json", host),
+        len(events),
+        n_python,
+        n_flow,
+    )
+
+
+def _write_events(path: Path, events: list[Event]) -> Path | None:
+    if not events:
+        return None
+    data = _encode(events)  # a JSON array; args keep their original text (may hold newlines)
+    # The 2021 schema spells the key "external id" next to "External id"; DuckDB struct fields
+    # are case-insensitive, so the old spelling is renamed before DuckDB reads the chunk.
+    if b'"external id"' in data:
+        data = data.replace(b'"external id"', b'"external_id_2021"')
+    path.write_bytes(data)
+    return path
+
+
+_FLOW_PHASES = frozenset(("s", "f", "t"))
+
+
+def _first_token(buf: bytearray) -> int | None:
+    """Index of the first non-blank byte (after a UTF-8 BOM), or None if none yet."""
+    i = 3 if buf.startswith(b"\xef\xbb\xbf") else 0
+    n = len(buf)
+    while i < n and buf[i] in b" \t\r\n":
+        i += 1
+    return i if i < n else None
+
+
+# ---------------------------------------------------------------------------------------------
+
+_RANK_IN_NAME = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
+
+
+def _is_kineto_head(head: bytes) -> bool:
+    text = head.lstrip(b"\xef\xbb\xbf \t\r\n")
+    if text.startswith(b"["):
+        return b'"ph"' in head or text.strip() == b"[" or text.startswith(b"[]")
+    return text.startswith(b"{") and (
+        b'"traceEvents"' in head or b'"schemaVersion"' in head or b'"deviceProperties"' in head
+    )
+
+
+#: What DuckDB's JSON reader extracts from each event. ``args`` values are read as text (arrays
+#: and objects as JSON text) and converted with TRY_CAST in SQL, so one odd-typed value in a
+#: trace can neither abort an ingest nor lose its event.
+_ARG_KEYS = (
+    "correlation", "External id", "external_id_2021", "stream", "device", "grid", "block",
+    "registers per thread", "shared memory", "blocks per SM", "warps per SM",
+    "est. achieved occupancy %", "bytes", "memory bandwidth (GB/s)", "kind", "Input Dims",
+    "Input type", "Input Strides", "Concrete Inputs", "flops", "Sequence number",
+    "Fwd thread id", "cbid", "Collective name", "In msg nelems", "Out msg nelems", "Group size",
+    "dtype",
+)
+_COLUMNS = (
+    "{ph: 'VARCHAR', cat: 'VARCHAR', name: 'VARCHAR', pid: 'VARCHAR', tid: 'VARCHAR', "
+    "ts: 'DOUBLE', dur: 'DOUBLE', args: 'STRUCT("
+    + ", ".join('"' + k + '" VARCHAR' for k in _ARG_KEYS).replace("'", "''")
+    + ")'}"
+)
+
+_READ = "read_json({path}, format = 'array', columns = " + _COLUMNS + ")"
+
+def _a(key: str, typ: str) -> str:
+    return f'TRY_CAST(args."{key}" AS {typ})'
+
+
+_NS = "CAST(round({c} * 1000) AS BIGINT)"
+_EXTERNAL_ID = f'coalesce({_a("External id", "BIGINT")}, {_a("external_id_2021", "BIGINT")})'
+_COLLECTIVE = (
+    f'args."Collective name", {_a("In msg nelems", "BIGINT")}, {_a("Out msg nelems", "BIGINT")}, '
+    f'{_a("Group size", "INTEGER")}, args.dtype'
+)
+_INSERT_DEVICE = f"""
+INSERT INTO device_activity (run_id, rank, device, stream, category, name, start_ns, dur_ns,
+    correlation_id, external_id, trace_category, pid, tid, grid_x, grid_y, grid_z, block_x,
+    block_y, block_z, registers_per_thread, shared_mem_bytes, blocks_per_cu, warps_per_cu,
+    est_occupancy_pct, bytes, bandwidth_gbps, kind, collective_name, in_msg_nelems,
+    out_msg_nelems, group_size, dtype)
+SELECT $run_id, $rank, coalesce({_a("device", "INTEGER")}, TRY_CAST(pid AS INTEGER)),
+    coalesce(args.stream, tid), {_CAT_CASE}, coalesce(name, ''), {_NS.format(c="ts")},
+    {_NS.format(c="coalesce(dur, 0)")}, {_a("correlation", "BIGINT")}, {_EXTERNAL_ID},
+    cat, pid, tid,
+    {_a("grid", "INTEGER[]")}[1], {_a("grid", "INTEGER[]")}[2], {_a("grid", "INTEGER[]")}[3],
+    {_a("block", "INTEGER[]")}[1], {_a("block", "INTEGER[]")}[2], {_a("block", "INTEGER[]")}[3],
+    {_a("registers per thread", "INTEGER")}, {_a("shared memory", "BIGINT")},
+    {_a("blocks per SM", "DOUBLE")}, {_a("warps per SM", "DOUBLE")},
+    {_a("est. achieved occupancy %", "DOUBLE")}, {_a("bytes", "BIGINT")},
+    {_a("memory bandwidth (GB/s)", "DOUBLE")}, args.kind, {_COLLECTIVE}
+FROM {_READ} WHERE ts IS NOT NULL
+"""
+
+_INSERT_HOST = f"""
+INSERT INTO host_events (run_id, rank, pid, tid, category, trace_category, name, start_ns,
+    dur_ns, correlation_id, external_id, sequence_number, fwd_thread_id, input_dims,
+    input_types, input_strides, concrete_inputs, flops, stream, device, cbid, collective_name,
+    in_msg_nelems, out_msg_nelems, group_size, dtype)
+SELECT $run_id, $rank, pid, tid, {_CAT_CASE}, coalesce(cat, ''), coalesce(name, ''),
+    {_NS.format(c="ts")}, {_NS.format(c="coalesce(dur, 0)")}, {_a("correlation", "BIGINT")},
+    {_EXTERNAL_ID}, {_a("Sequence number", "BIGINT")}, {_a("Fwd thread id", "BIGINT")},
+    args."Input Dims", args."Input type", args."Input Strides", args."Concrete Inputs",
+    {_a("flops", "DOUBLE")}, args.stream, {_a("device", "INTEGER")}, {_a("cbid", "INTEGER")},
+    {_COLLECTIVE}
+FROM {_READ} WHERE ts IS NOT NULL
+"""
+
+
+class KinetoParser(Parser, format_name="kineto"):
+    """Reads PyTorch profiler traces; one run per file or per directory of rank files."""
+
+    suffixes = (".json", ".json.gz", ".pt.trace.json", ".pt.trace.json.gz")
+
+    def sniff(self, path: Path) -> bool:
+        name = path.name.lower()
+        if not (name.endswith(".json") or name.endswith(".json.gz") or name.endswith(".gz")):
+            return False
+        try:
+            return _is_kineto_head(read_head(path, 1 << 16))
+        except TraceInputError:
+            # Let parse() report the precise error (truncated gzip, unreadable...).
+            return name.endswith(".json") or name.endswith(".json.gz")
+
+    def parse(self, files: list[Path], ctx: IngestContext) -> None:
+        opened = [KinetoFile(p).open() for p in files]
+        ranks = _assign_ranks(opened)
+        with tempfile.TemporaryDirectory(prefix="tracekit-kineto-", dir=_scratch_dir()) as tmp:
+            for kf, (rank, source) in zip(opened, ranks):
+                self._parse_file(kf, rank, source, ctx, Path(tmp))
+
+    def _parse_file(
+        self, kf: KinetoFile, rank: int, rank_source: str, ctx: IngestContext, tmp: Path
+    ) -> None:
+        con = ctx.con
+        params = {"run_id": ctx.run_id, "rank": rank}
+        n_total = n_python = n_flow = 0
+        for chunk in prefetch(kf.chunk_files(tmp), depth=2):
+            for sql, path in ((_INSERT_DEVICE, chunk.device_path), (_INSERT_HOST, chunk.host_path)):
+                if path is None:
+                    continue
+                try:
+                    con.execute(sql.replace("{path}", _sql_str(str(path))), params)
+                except duckdb.Error as exc:
+                    raise TraceInputError(kf.path, f"malformed event: {_first_line(exc)}") from None
+                finally:
+                    path.unlink(missing_ok=True)
+            n_total += chunk.n_events
+            n_python += chunk.n_python
+            n_flow += chunk.n_flow
+            ctx.progress(chunk.n_events)
+        meta = kf.meta
+        stats = con.execute(
+            """SELECT min(s), max(e), sum(n), sum(hip) FROM (
+                 SELECT min(start_ns) s, max(start_ns + dur_ns) e, count(*) n, 0 hip
+                   FROM device_activity WHERE run_id = $run_id AND rank = $rank
+                 UNION ALL
+                 SELECT min(start_ns), max(start_ns + dur_ns), count(*),
+                        count(*) FILTER (WHERE category = 'runtime' AND name LIKE 'hip%')
+                   FROM host_events WHERE run_id = $run_id AND rank = $rank)""",
+            params,
+        ).fetchone()
+        first_ns, last_ns, n_kept, n_hip = stats if stats else (None, None, 0, 0)
+        dist = meta.get("distributedInfo") if isinstance(meta.get("distributedInfo"), dict) else {}
+        runtime, runtime_version = _runtime(meta, bool(n_hip))
+        ctx.add_rank(
+            RankInfo(
+                rank=rank,
+                rank_source=rank_source,
+                path=kf.path,
+                world_size=_int(dist.get("world_size")),
+                dist_backend=_str(dist.get("backend")),
+                schema_version=_int(meta.get("schemaVersion")),
+                trace_id=_str(meta.get("trace_id")),
+                base_time_ns=_int(meta.get("baseTimeNanoseconds")),
+                display_time_unit=_str(meta.get("displayTimeUnit")),
+                runtime=runtime,
+                runtime_version=runtime_version,
+                metadata=meta,
+                n_trace_events=n_total,
+                n_python_events=n_python,
+                n_flow_events=n_flow,
+                n_other_skipped=n_total - int(n_kept or 0) - n_python - n_flow,
+                first_ns=first_ns,
+                last_ns=last_ns,
+                captured_at_unix_s=_captured_at(meta, first_ns),
+            )
+        )
+        for dev_props in meta.get("deviceProperties") or []:
+            if isinstance(dev_props, dict):
+                ctx.add_device(rank, dev_props, runtime)
+
+
+def _scratch_dir() -> str | None:
+    """Where chunk files go: ``$TRACEKIT_TMPDIR``, else RAM-backed /dev/shm when present, else
+    the system temp dir. At most a few chunks (about 8 MiB of JSON each) exist at a time."""
+    explicit = os.environ.get("TRACEKIT_TMPDIR")
+    if explicit:
+        return explicit
+    if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK):
+        return "/dev/shm"
+    return None
+
+
+def _sql_str(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _int(v: Any) -> int | None:
+    try:
+        return int(v) if v is not None and not isinstance(v, bool) else None
+    except (TypeError, ValueError):
+        return None
+
+
+def _str(v: Any) -> str | None:
+    return None if v is None else str(v)
+
+
+def _runtime(meta: dict[str, Any], hip_runtime: bool) -> tuple[str | None, str | None]:
+    if meta.get("hip_runtime_version") is not None or meta.get("roctracer_version") is not None:
+        return "hip", _str(meta.get("hip_runtime_version"))
+    if meta.get("cuda_runtime_version") is not None or meta.get("cupti_version") is not None:
+        return "cuda", _str(meta.get("cuda_runtime_version"))
+    if hip_runtime:
+        return "hip", None
+    return None, None
+
+
+_UNIX_2010_NS = 1_262_304_000 * 10**9
+_UNIX_2100_NS = 4_102_444_800 * 10**9
+
+
+def _captured_at(meta: dict[str, Any], first_ns: int | None) -> float | None:
+    """Unix seconds of the first event when the trace allows it, else None."""
+    base = _int(meta.get("baseTimeNanoseconds"))
+    if first_ns is not None:
+        if base is not None and _UNIX_2010_NS <= base + first_ns < _UNIX_2100_NS:
+            return (base + first_ns) / 1e9
+        if _UNIX_2010_NS <= first_ns < _UNIX_2100_NS:
+            return first_ns / 1e9
+    md = meta.get("metadata")
+    if isinstance(md, dict) and isinstance(md.get("timestamp"), (int, float)):
+        return float(md["timestamp"])
+    return None
+
+
+def _assign_ranks(files: list[KinetoFile]) -> list[tuple[int, str]]:
+    """Rank per file: ``distributedInfo.rank``, else ``rank<N>`` in the file name, else order.
+
+    If two files would get the same rank, every file gets its position in name order instead.
+    """
+    picked: list[tuple[int, str] | None] = []
+    for kf in files:
+        dist = kf.header.get("distributedInfo")
+        r = _int(dist.get("rank")) if isinstance(dist, dict) else None
+        if r is not None:
+            picked.append((r, "distributedInfo"))
+            continue
+        m = _RANK_IN_NAME.search(kf.path.name)
+        picked.append((int(m.group(1)), "file name") if m else None)
+    if len(files) == 1:
+        return [picked[0] or (0, "single file")]
+    ranks = [p[0] for p in picked if p is not None]
+    if len(ranks) == len(files) and len(set(ranks)) == len(ranks):
+        return [p for p in picked if p is not None]
+    return [(i, "file order") for i in range(len(files))]

@@ -1,0 +1,420 @@
+"""The tracekit store: one embedded DuckDB file with one versioned schema.
+
+Base tables hold what the parsers write; the *views* ``runs``, ``kernels``, ``ops``,
+``runtime_calls``, ``launches``, ``graph_launches``, ``annotations``, ``devices`` and ``ranks``
+are the public contract that tests, the dashboard, CI alerts and outside scripts query.
+Columns may be added to them; existing names never change. ``docs/schema.md`` documents every
+column with its unit.
+
+Concurrency: DuckDB allows one read-write process per file. A second writer waits for the lock
+(up to ``lock_timeout_s`` seconds, default 600, or ``TRACEKIT_LOCK_TIMEOUT``) and then fails with
+a clear message; it never corrupts the store. Readers open the file read-only.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import duckdb
+
+from tracekit.errors import StoreError
+
+#: Version of the schema this code writes. Bump it and add a step to ``MIGRATIONS`` together.
+SCHEMA_VERSION = 1
+
+DEFAULT_STORE = "tracekit.duckdb"
+
+#: Base tables of schema 1. Times are integer nanoseconds on the trace's own clock.
+_TABLES_V1 = """
+CREATE TABLE tracekit_schema (
+    version     INTEGER NOT NULL,
+    migrated_at TIMESTAMP NOT NULL
+);
+CREATE TABLE run_meta (
+    run_id          VARCHAR PRIMARY KEY,
+    content_sha256  VARCHAR NOT NULL UNIQUE,
+    source          VARCHAR NOT NULL,
+    format          VARCHAR NOT NULL,
+    vendor          VARCHAR NOT NULL,
+    device_name     VARCHAR,
+    label           VARCHAR,
+    workload        VARCHAR,
+    captured_at     TIMESTAMP,
+    ingested_at     TIMESTAMP NOT NULL,
+    tags            MAP(VARCHAR, VARCHAR),
+    n_files         INTEGER NOT NULL,
+    n_ranks         INTEGER NOT NULL,
+    input_bytes     BIGINT NOT NULL,
+    n_trace_events  BIGINT NOT NULL,
+    n_skipped_events BIGINT NOT NULL,
+    tracekit_version VARCHAR NOT NULL
+);
+CREATE TABLE rank_meta (
+    run_id          VARCHAR NOT NULL,
+    rank            INTEGER NOT NULL,
+    world_size      INTEGER,
+    dist_backend    VARCHAR,
+    rank_source     VARCHAR NOT NULL,
+    path            VARCHAR NOT NULL,
+    file_sha256     VARCHAR NOT NULL,
+    schema_version  INTEGER,
+    trace_id        VARCHAR,
+    base_time_ns    BIGINT,
+    display_time_unit VARCHAR,
+    runtime         VARCHAR,
+    runtime_version VARCHAR,
+    trace_metadata  JSON,
+    n_trace_events  BIGINT NOT NULL,
+    n_python_events BIGINT NOT NULL,
+    n_flow_events   BIGINT NOT NULL,
+    n_other_skipped BIGINT NOT NULL,
+    first_ns        BIGINT,
+    last_ns         BIGINT
+);
+CREATE TABLE device_meta (
+    run_id          VARCHAR NOT NULL,
+    rank            INTEGER NOT NULL,
+    device          INTEGER NOT NULL,
+    name            VARCHAR,
+    vendor          VARCHAR,
+    arch            VARCHAR,
+    compute_units   INTEGER,
+    warp_size       INTEGER,
+    memory_bytes    BIGINT,
+    compute_major   INTEGER,
+    compute_minor   INTEGER,
+    max_threads_per_block INTEGER,
+    max_threads_per_cu INTEGER,
+    regs_per_block  INTEGER,
+    regs_per_cu     INTEGER,
+    shared_mem_per_block_bytes BIGINT,
+    shared_mem_per_cu_bytes BIGINT,
+    shared_mem_per_block_optin_bytes BIGINT,
+    properties      JSON
+);
+CREATE TABLE device_activity (
+    run_id          VARCHAR NOT NULL,
+    rank            INTEGER NOT NULL,
+    device          INTEGER,
+    stream          VARCHAR,
+    category        VARCHAR NOT NULL,
+    name            VARCHAR NOT NULL,
+    start_ns        BIGINT NOT NULL,
+    dur_ns          BIGINT NOT NULL,
+    correlation_id  BIGINT,
+    external_id     BIGINT,
+    trace_category  VARCHAR NOT NULL,
+    pid             VARCHAR,
+    tid             VARCHAR,
+    grid_x INTEGER, grid_y INTEGER, grid_z INTEGER,
+    block_x INTEGER, block_y INTEGER, block_z INTEGER,
+    registers_per_thread INTEGER,
+    shared_mem_bytes BIGINT,
+    blocks_per_cu   DOUBLE,
+    warps_per_cu    DOUBLE,
+    est_occupancy_pct DOUBLE,
+    bytes           BIGINT,
+    bandwidth_gbps  DOUBLE,
+    kind            VARCHAR,
+    collective_name VARCHAR,
+    in_msg_nelems   BIGINT,
+    out_msg_nelems  BIGINT,
+    group_size      INTEGER,
+    dtype           VARCHAR
+);
+CREATE TABLE host_events (
+    run_id          VARCHAR NOT NULL,
+    rank            INTEGER NOT NULL,
+    pid             VARCHAR,
+    tid             VARCHAR,
+    category        VARCHAR NOT NULL,
+    trace_category  VARCHAR NOT NULL,
+    name            VARCHAR NOT NULL,
+    start_ns        BIGINT NOT NULL,
+    dur_ns          BIGINT NOT NULL,
+    correlation_id  BIGINT,
+    external_id     BIGINT,
+    sequence_number BIGINT,
+    fwd_thread_id   BIGINT,
+    input_dims      VARCHAR,
+    input_types     VARCHAR,
+    input_strides   VARCHAR,
+    concrete_inputs VARCHAR,
+    flops           DOUBLE,
+    stream          VARCHAR,
+    device          INTEGER,
+    cbid            INTEGER,
+    collective_name VARCHAR,
+    in_msg_nelems   BIGINT,
+    out_msg_nelems  BIGINT,
+    group_size      INTEGER,
+    dtype           VARCHAR
+);
+"""
+
+#: The public views. Recreated by every migration so that they always match the base tables.
+_VIEWS = """
+CREATE OR REPLACE VIEW runs AS
+SELECT run_id, source, format, vendor, device_name, label, workload, captured_at, ingested_at,
+       tags, content_sha256, n_files, n_ranks, input_bytes, n_trace_events, n_skipped_events,
+       tracekit_version
+FROM run_meta;
+
+CREATE OR REPLACE VIEW kernels AS
+SELECT run_id, rank, device, stream, category, name, start_ns, dur_ns, correlation_id,
+       external_id, trace_category, start_ns + dur_ns AS end_ns,
+       grid_x, grid_y, grid_z, block_x, block_y, block_z, registers_per_thread,
+       shared_mem_bytes, blocks_per_cu, warps_per_cu, est_occupancy_pct, bytes, bandwidth_gbps,
+       kind, collective_name, in_msg_nelems, out_msg_nelems, group_size, dtype
+FROM device_activity;
+
+CREATE OR REPLACE VIEW ops AS
+SELECT run_id, rank, pid, tid, name, start_ns, dur_ns, start_ns + dur_ns AS end_ns,
+       external_id, sequence_number, fwd_thread_id, input_dims, input_types, input_strides,
+       concrete_inputs, flops, stream AS triton_stream, trace_category,
+       collective_name, in_msg_nelems, out_msg_nelems, group_size, dtype
+FROM host_events WHERE category = 'op';
+
+CREATE OR REPLACE VIEW runtime_calls AS
+SELECT run_id, rank, pid, tid, name, start_ns, dur_ns, start_ns + dur_ns AS end_ns,
+       correlation_id, external_id, cbid, trace_category,
+       CASE
+         WHEN name IN ('cudaGraphLaunch', 'cudaGraphLaunch_v10000', 'hipGraphLaunch',
+                       'cuGraphLaunch') THEN 'graph_launch'
+         WHEN regexp_matches(name, '^(cuda|cu|hip|hipExt|hipModule|hipExtModule)(Launch|LaunchKernel|LaunchCooperativeKernel)')
+              OR regexp_matches(name, '^(cudaLaunchKernel|cudaLaunchKernelExC|cuLaunchKernel|cuLaunchKernelEx|hipLaunchKernel|hipModuleLaunchKernel|hipExtModuleLaunchKernel|hipExtLaunchKernel|hipLaunchCooperativeKernel|cudaLaunchCooperativeKernel)')
+              THEN 'kernel_launch'
+         WHEN regexp_matches(name, '^(cuda|cu|hip)Memcpy') THEN 'memcpy'
+         WHEN regexp_matches(name, '^(cuda|cu|hip)Memset') THEN 'memset'
+         WHEN regexp_matches(name, 'Synchronize|StreamWait|EventQuery|StreamQuery') THEN 'sync'
+         ELSE 'other'
+       END AS api_kind
+FROM host_events WHERE category IN ('runtime', 'driver');
+
+CREATE OR REPLACE VIEW launches AS
+SELECT r.run_id, r.rank, r.name AS api_name, r.api_kind, r.start_ns AS api_start_ns,
+       r.dur_ns AS api_dur_ns, k.correlation_id, k.name AS kernel_name, k.category,
+       k.device, k.stream, k.start_ns, k.dur_ns,
+       k.start_ns - (r.start_ns + r.dur_ns) AS launch_delay_ns
+FROM runtime_calls r
+JOIN device_activity k
+  ON k.run_id = r.run_id AND k.rank = r.rank AND k.correlation_id = r.correlation_id;
+
+CREATE OR REPLACE VIEW graph_launches AS
+SELECT r.run_id, r.rank, r.correlation_id, r.name AS api_name, r.start_ns AS api_start_ns,
+       r.dur_ns AS api_dur_ns, count(k.name) AS n_kernels,
+       coalesce(sum(k.dur_ns), 0) AS kernel_time_ns,
+       min(k.start_ns) AS first_kernel_start_ns, max(k.start_ns + k.dur_ns) AS last_kernel_end_ns
+FROM runtime_calls r
+LEFT JOIN device_activity k
+  ON k.run_id = r.run_id AND k.rank = r.rank AND k.correlation_id = r.correlation_id
+WHERE r.api_kind = 'graph_launch'
+GROUP BY ALL;
+
+CREATE OR REPLACE VIEW annotations AS
+SELECT run_id, rank, pid, tid, name, start_ns, dur_ns, start_ns + dur_ns AS end_ns, external_id,
+       category = 'gpu_annotation' AS on_device,
+       regexp_matches(name, '^ProfilerStep#[0-9]+$') AS is_profiler_step
+FROM host_events WHERE category IN ('annotation', 'gpu_annotation');
+
+CREATE OR REPLACE VIEW syncs AS
+SELECT run_id, rank, pid, tid, name, start_ns, dur_ns, correlation_id, external_id, stream, device
+FROM host_events WHERE category = 'sync';
+
+CREATE OR REPLACE VIEW devices AS
+SELECT run_id, rank, device, name, vendor, arch, compute_units, warp_size, memory_bytes,
+       compute_major, compute_minor, max_threads_per_block, max_threads_per_cu, regs_per_block,
+       regs_per_cu, shared_mem_per_block_bytes, shared_mem_per_cu_bytes,
+       shared_mem_per_block_optin_bytes, properties
+FROM device_meta;
+
+CREATE OR REPLACE VIEW ranks AS
+SELECT run_id, rank, world_size, dist_backend, rank_source, path, file_sha256, schema_version,
+       trace_id, base_time_ns, display_time_unit, runtime, runtime_version, trace_metadata,
+       n_trace_events, n_python_events, n_flow_events, n_other_skipped, first_ns, last_ns
+FROM rank_meta;
+"""
+
+#: ``MIGRATIONS[v]`` upgrades a store from schema ``v`` to ``v + 1`` inside one transaction.
+#: Views are recreated after the last step, so a step only changes base tables.
+Migration = Callable[[duckdb.DuckDBPyConnection], None]
+MIGRATIONS: dict[int, Migration] = {}
+
+_RUN_TABLES = ("device_activity", "host_events", "device_meta", "rank_meta", "run_meta")
+
+
+def default_store_path() -> Path:
+    """The store used when no ``--store`` is given: ``$TRACEKIT_STORE`` or ``./tracekit.duckdb``."""
+    return Path(os.environ.get("TRACEKIT_STORE") or DEFAULT_STORE)
+
+
+def _lock_timeout_s() -> float:
+    try:
+        return float(os.environ.get("TRACEKIT_LOCK_TIMEOUT", "600"))
+    except ValueError:
+        return 600.0
+
+
+def _is_lock_error(exc: Exception) -> bool:
+    text = str(exc)
+    return "lock" in text.lower() and ("Conflicting" in text or "Could not set lock" in text)
+
+
+def connect(
+    path: str | Path,
+    *,
+    read_only: bool = False,
+    lock_timeout_s: float | None = None,
+    on_wait: Callable[[], None] | None = None,
+) -> duckdb.DuckDBPyConnection:
+    """Open the store at ``path``, waiting up to ``lock_timeout_s`` seconds for another writer.
+
+    A writable connection creates the file and the schema if needed and migrates an older schema.
+    A read-only connection refuses a missing store and runs with external access disabled, so a
+    query can neither write files nor attach other databases.
+    """
+    path = Path(path)
+    if read_only and not path.exists():
+        raise StoreError(path, "no such store (ingest a trace first, or pass --store)")
+    timeout = _lock_timeout_s() if lock_timeout_s is None else lock_timeout_s
+    deadline = time.monotonic() + timeout
+    warned = False
+    config: dict[str, str | bool | int] = {"threads": max(1, min(4, os.cpu_count() or 1))}
+    if read_only:
+        config["enable_external_access"] = False
+    while True:
+        try:
+            con = duckdb.connect(str(path), read_only=read_only, config=config)
+            break
+        except duckdb.IOException as exc:
+            if not _is_lock_error(exc):
+                raise StoreError(path, f"cannot open store: {exc}") from None
+            if time.monotonic() >= deadline:
+                raise StoreError(
+                    path,
+                    f"store is locked by another tracekit process (waited {timeout:g} s; "
+                    "set TRACEKIT_LOCK_TIMEOUT to wait longer)",
+                ) from None
+            if not warned:
+                warned = True
+                if on_wait is not None:
+                    on_wait()
+            time.sleep(0.2)
+        except duckdb.Error as exc:
+            raise StoreError(path, f"not a tracekit store: {exc}") from None
+    try:
+        if read_only:
+            version = _schema_version(con)
+            if version is None:
+                raise StoreError(path, "not a tracekit store (no tracekit_schema table)")
+            _check_version(path, version)
+        else:
+            ensure_schema(con, path)
+    except BaseException:
+        con.close()
+        raise
+    return con
+
+
+def _schema_version(con: duckdb.DuckDBPyConnection) -> int | None:
+    row = con.execute(
+        "SELECT count(*) FROM information_schema.tables WHERE table_name = 'tracekit_schema'"
+    ).fetchone()
+    if not row or row[0] == 0:
+        return None
+    got = con.execute("SELECT max(version) FROM tracekit_schema").fetchone()
+    return int(got[0]) if got and got[0] is not None else None
+
+
+def _check_version(path: Path, version: int) -> None:
+    if version > SCHEMA_VERSION:
+        raise StoreError(
+            path,
+            f"store has schema version {version}, newer than this tracekit's "
+            f"{SCHEMA_VERSION}; upgrade tracekit",
+        )
+
+
+def ensure_schema(con: duckdb.DuckDBPyConnection, path: str | Path = "<store>") -> int:
+    """Create the schema in an empty store or migrate an older one; return the version now held."""
+    version = _schema_version(con)
+    if version is None:
+        n_tables = con.execute(
+            "SELECT count(*) FROM information_schema.tables WHERE table_schema = 'main'"
+        ).fetchone()
+        if n_tables and n_tables[0]:
+            raise StoreError(path, "not a tracekit store (a DuckDB file with other tables)")
+        con.execute("BEGIN")
+        try:
+            con.execute(_TABLES_V1)
+            con.execute(_VIEWS)
+            con.execute("INSERT INTO tracekit_schema VALUES (?, now()::TIMESTAMP)", [SCHEMA_VERSION])
+            con.execute("COMMIT")
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
+        return SCHEMA_VERSION
+    _check_version(Path(path), version)
+    if version < SCHEMA_VERSION:
+        migrate(con, version, SCHEMA_VERSION)
+    return SCHEMA_VERSION
+
+
+def migrate(
+    con: duckdb.DuckDBPyConnection,
+    from_version: int,
+    to_version: int,
+    steps: dict[int, Migration] | None = None,
+) -> None:
+    """Apply ``steps[v]`` for ``v`` in ``[from_version, to_version)`` in one transaction."""
+    steps = MIGRATIONS if steps is None else steps
+    con.execute("BEGIN")
+    try:
+        for v in range(from_version, to_version):
+            if v not in steps:
+                raise StoreError("<store>", f"no migration from schema {v} to {v + 1}")
+            steps[v](con)
+            con.execute("INSERT INTO tracekit_schema VALUES (?, now()::TIMESTAMP)", [v + 1])
+        con.execute(_VIEWS)
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+
+
+@contextmanager
+def open_store(
+    path: str | Path | None = None, *, read_only: bool = False
+) -> Iterator[duckdb.DuckDBPyConnection]:
+    """Context manager around :func:`connect` that prints a notice while waiting for a lock."""
+    p = Path(path) if path is not None else default_store_path()
+
+    def notice() -> None:
+        print(f"waiting for the lock on {p} (another tracekit process is writing)…", file=sys.stderr)
+
+    con = connect(p, read_only=read_only, on_wait=notice)
+    try:
+        yield con
+    finally:
+        con.close()
+
+
+def delete_run(con: duckdb.DuckDBPyConnection, run_id: str) -> int:
+    """Remove one run from every base table; return how many runs were removed (0 or 1)."""
+    row = con.execute("SELECT count(*) FROM run_meta WHERE run_id = ?", [run_id]).fetchone()
+    if not row or not row[0]:
+        return 0
+    con.execute("BEGIN")
+    try:
+        for table in _RUN_TABLES:
+            con.execute(f"DELETE FROM {table} WHERE run_id = ?", [run_id])
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+    return 1
