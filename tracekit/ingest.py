@@ -99,7 +99,12 @@ def resolve_input(path: str | Path, format_name: str | None = None) -> RunInput:
             raise TraceInputError(p, "empty file")
         fmt = _sniff(p, format_name)
         if fmt is None:
-            raise TraceInputError(p, "not a recognized trace format (expected a PyTorch profiler .json/.json.gz)")
+            for name in [format_name] if format_name else sorted(REGISTRY):
+                parser = get_parser(name)
+                if p.name.lower().endswith(parser.suffixes):
+                    raise TraceInputError(p, parser.explain(p))
+            known = ", ".join(sorted(REGISTRY))
+            raise TraceInputError(p, f"not a recognized trace format (known formats: {known})")
         files = [p]
     hashes = [file_sha256(f) for f in files]
     if len(files) == 1:

@@ -35,6 +35,10 @@ class Parser:
         """True if ``path`` looks like this format (reads at most a few KiB)."""
         raise NotImplementedError
 
+    def explain(self, path: Path) -> str:
+        """Why ``path``, whose name suggests this format, is not readable as it (one line)."""
+        return f"not a recognized {self.format_name} trace"
+
     def parse(self, files: list[Path], ctx: "IngestContext") -> None:
         """Write the rows of one run, made of ``files``, through ``ctx``."""
         raise NotImplementedError

@@ -377,6 +377,13 @@ class KinetoParser(Parser, format_name="kineto"):
             # Let parse() report the precise error (truncated gzip, unreadable...).
             return name.endswith(".json") or name.endswith(".json.gz")
 
+    def explain(self, path: Path) -> str:
+        try:
+            KinetoFile(path).open()
+        except TraceInputError as exc:
+            return exc.reason
+        return "not a PyTorch profiler trace"
+
     def parse(self, files: list[Path], ctx: IngestContext) -> None:
         opened = [KinetoFile(p).open() for p in files]
         ranks = _assign_ranks(opened)

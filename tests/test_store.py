@@ -1,0 +1,216 @@
+"""The store: schema versioning and migration, dedup by content hash, locking, read-only queries."""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import json
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import duckdb
+import pytest
+
+import tracekit
+from tracekit.errors import StoreError
+from tracekit.store import SCHEMA_VERSION, connect, migrate
+
+from conftest import SAMPLES
+from helpers import run_cli
+
+SAMPLE = SAMPLES / "cpu_tiny_decoder_prefill_decode.pt.trace.json.gz"
+
+
+def test_new_store_has_schema_version_and_contract_views(store: Path) -> None:
+    tracekit.ingest([SAMPLE], store=store)
+    con = duckdb.connect(str(store), read_only=True)
+    assert con.execute("SELECT max(version) FROM tracekit_schema").fetchone() == (SCHEMA_VERSION,)
+    runs_cols = [r[0] for r in con.execute("DESCRIBE runs").fetchall()]
+    assert runs_cols[:9] == ["run_id", "source", "format", "vendor", "device_name", "label", "workload",
+                             "captured_at", "ingested_at"]
+    kernel_cols = {r[0]: r[1] for r in con.execute("DESCRIBE kernels").fetchall()}
+    for col, typ in {"run_id": "VARCHAR", "rank": "INTEGER", "device": "INTEGER", "stream": "VARCHAR",
+                     "category": "VARCHAR", "name": "VARCHAR", "start_ns": "BIGINT", "dur_ns": "BIGINT",
+                     "correlation_id": "BIGINT"}.items():
+        assert kernel_cols[col] == typ
+    con.close()
+
+
+def test_reingest_same_content_returns_same_run(store: Path, tmp_path: Path) -> None:
+    first = tracekit.ingest([SAMPLE], store=store, label="a")
+    again = tracekit.ingest([SAMPLE], store=store, label="b")
+    assert first[0].created and not again[0].created
+    assert first[0].run_id == again[0].run_id
+    copy = tmp_path / "renamed.json.gz"
+    shutil.copy(SAMPLE, copy)  # same bytes under another name: still the same run
+    assert tracekit.ingest([copy], store=store)[0].run_id == first[0].run_id
+    con = duckdb.connect(str(store), read_only=True)
+    assert con.execute("SELECT count(*), any_value(label) FROM runs").fetchone() == (1, "a")
+    n_ops = con.execute("SELECT count(*) FROM ops").fetchone()[0]
+    con.close()
+    plain = tmp_path / "plain.json"
+    plain.write_bytes(gzip.decompress(SAMPLE.read_bytes()))
+    other = tracekit.ingest([plain], store=store)[0]
+    assert other.created and other.run_id != first[0].run_id
+    con = duckdb.connect(str(store), read_only=True)
+    assert con.execute("SELECT count(*) FROM ops WHERE run_id = ?", [other.run_id]).fetchone()[0] == n_ops
+    con.close()
+
+
+def test_label_workload_tags_are_stored(store: Path) -> None:
+    res = run_cli("ingest", str(SAMPLE), "--store", str(store), "--label", "sha-abc", "--workload",
+                  "tiny-decode", "--tag", "batch=2", "--tag", "dtype=fp32", "--json")
+    assert res.returncode == 0, res.stderr
+    out = json.loads(res.stdout)
+    assert out[0]["created"] is True and out[0]["vendor"] == "cpu"
+    con = duckdb.connect(str(store), read_only=True)
+    row = con.execute("SELECT label, workload, tags['batch'], tags['dtype'], format FROM runs").fetchone()
+    assert row == ("sha-abc", "tiny-decode", "2", "fp32", "kineto")
+    con.close()
+
+
+def test_future_schema_is_refused(store: Path) -> None:
+    tracekit.ingest([SAMPLE], store=store)
+    con = duckdb.connect(str(store))
+    con.execute("INSERT INTO tracekit_schema VALUES (?, now()::TIMESTAMP)", [SCHEMA_VERSION + 1])
+    con.close()
+    with pytest.raises(StoreError, match="newer than this tracekit"):
+        connect(store)
+    res = run_cli("runs", "--store", str(store))
+    assert res.returncode == 2 and "upgrade tracekit" in res.stderr
+
+
+def test_migration_steps_run_in_order_in_one_transaction(store: Path) -> None:
+    tracekit.ingest([SAMPLE], store=store)
+    con = duckdb.connect(str(store))
+    seen: list[int] = []
+
+    def step(v: int):
+        def apply(c: duckdb.DuckDBPyConnection) -> None:
+            seen.append(v)
+            c.execute(f"ALTER TABLE run_meta ADD COLUMN extra_{v} INTEGER DEFAULT {v}")
+        return apply
+
+    migrate(con, SCHEMA_VERSION, SCHEMA_VERSION + 2, {SCHEMA_VERSION: step(1), SCHEMA_VERSION + 1: step(2)})
+    assert seen == [1, 2]
+    assert con.execute("SELECT max(version) FROM tracekit_schema").fetchone() == (SCHEMA_VERSION + 2,)
+    assert con.execute("SELECT extra_1 + extra_2 FROM run_meta").fetchone() == (3,)
+
+    def broken(c: duckdb.DuckDBPyConnection) -> None:
+        c.execute("ALTER TABLE run_meta ADD COLUMN half_done INTEGER")
+        raise RuntimeError("step failed")
+
+    with pytest.raises(RuntimeError):
+        migrate(con, SCHEMA_VERSION + 2, SCHEMA_VERSION + 3, {SCHEMA_VERSION + 2: broken})
+    cols = [r[0] for r in con.execute("DESCRIBE run_meta").fetchall()]
+    assert "half_done" not in cols
+    assert con.execute("SELECT max(version) FROM tracekit_schema").fetchone() == (SCHEMA_VERSION + 2,)
+    con.close()
+
+
+_HOLD_LOCK = """
+import sys, time, duckdb
+con = duckdb.connect(sys.argv[1])
+print("locked", flush=True)
+time.sleep(float(sys.argv[2]))
+con.close()
+"""
+
+
+def test_second_writer_waits_for_the_lock(store: Path) -> None:
+    tracekit.ingest([SAMPLE], store=store)
+    holder = subprocess.Popen([sys.executable, "-c", _HOLD_LOCK, str(store), "2.0"], stdout=subprocess.PIPE, text=True)
+    assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
+    t0 = time.monotonic()
+    plain = store.parent / "plain.json"
+    plain.write_bytes(gzip.decompress(SAMPLE.read_bytes()))
+    res = run_cli("ingest", str(plain), "--store", str(store))
+    waited = time.monotonic() - t0
+    holder.wait()
+    assert res.returncode == 0, res.stderr
+    assert waited >= 1.0  # it really waited for the holder to let go
+    con = duckdb.connect(str(store), read_only=True)
+    assert con.execute("SELECT count(*) FROM runs").fetchone() == (2,)
+    con.close()
+
+
+def test_lock_timeout_gives_a_clear_error_and_no_damage(store: Path) -> None:
+    tracekit.ingest([SAMPLE], store=store)
+    holder = subprocess.Popen([sys.executable, "-c", _HOLD_LOCK, str(store), "3.0"], stdout=subprocess.PIPE, text=True)
+    assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
+    plain = store.parent / "plain.json"
+    plain.write_bytes(gzip.decompress(SAMPLE.read_bytes()))
+    res = run_cli("ingest", str(plain), "--store", str(store), env={"TRACEKIT_LOCK_TIMEOUT": "0.5"})
+    holder.wait()
+    assert res.returncode == 2
+    assert res.stderr.strip() == (
+        f"error: {store}: store is locked by another tracekit process (waited 0.5 s; "
+        "set TRACEKIT_LOCK_TIMEOUT to wait longer)"
+    )
+    con = duckdb.connect(str(store), read_only=True)
+    assert con.execute("SELECT count(*) FROM runs").fetchone() == (1,)
+    con.close()
+
+
+def test_two_concurrent_ingests_both_land(store: Path, tmp_path: Path) -> None:
+    a = tmp_path / "a.json"
+    a.write_bytes(gzip.decompress(SAMPLE.read_bytes()))
+    b = tmp_path / "b.json.gz"
+    b.write_bytes(gzip.compress(a.read_bytes(), compresslevel=1))
+    cmd = [sys.executable, "-c", "from tracekit.cli.main import main; main()", "ingest", "--store", str(store)]
+    procs = [subprocess.Popen([*cmd, str(p)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for p in (a, b)]
+    outs = [p.communicate(timeout=120) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outs
+    con = duckdb.connect(str(store), read_only=True)
+    assert con.execute("SELECT count(*) FROM runs").fetchone() == (2,)
+    per_run = con.execute("SELECT count(DISTINCT n) FROM (SELECT run_id, count(*) n FROM ops GROUP BY 1)").fetchone()
+    assert per_run == (1,)  # both runs complete, with the same number of ops
+    con.close()
+
+
+def test_query_is_read_only_and_formats_are_machine_readable(store: Path) -> None:
+    tracekit.ingest([SAMPLE], store=store, workload="w")
+    res = run_cli("query", "SELECT name, count(*) AS n FROM ops GROUP BY name ORDER BY n DESC, name LIMIT 3",
+                  "--store", str(store), "--format", "csv")
+    assert res.returncode == 0, res.stderr
+    rows = list(csv.reader(io.StringIO(res.stdout)))
+    assert rows[0] == ["name", "n"] and len(rows) == 4
+    con = duckdb.connect(str(store), read_only=True)
+    want = con.execute("SELECT name, count(*) AS n FROM ops GROUP BY name ORDER BY n DESC, name LIMIT 3").fetchall()
+    con.close()
+    assert [(r[0], int(r[1])) for r in rows[1:]] == want
+    res = run_cli("query", "SELECT run_id, workload, captured_at FROM runs", "--store", str(store), "-f", "json")
+    data = json.loads(res.stdout)
+    assert data[0]["workload"] == "w" and data[0]["captured_at"].startswith("20")
+    for sql, phrase in [("DELETE FROM run_meta", "read-only"),
+                        ("COPY (SELECT 1) TO '/tmp/tracekit-should-not-exist.csv'", "disabled"),
+                        ("SELEC nonsense", "Parser Error")]:
+        res = run_cli("query", sql, "--store", str(store))
+        assert res.returncode == 2 and res.stderr.startswith(f"error: {store}: query failed") and phrase in res.stderr
+    assert not Path("/tmp/tracekit-should-not-exist.csv").exists()
+    res = run_cli("query", "SELECT 1", "--store", str(store.parent / "none.duckdb"))
+    assert res.returncode == 2 and "no such store" in res.stderr
+    assert not (store.parent / "none.duckdb").exists()
+
+
+def test_runs_lists_each_run(store: Path, tmp_path: Path) -> None:
+    plain = tmp_path / "plain.json"
+    plain.write_bytes(gzip.decompress(SAMPLE.read_bytes()))
+    ids = [r.run_id for r in tracekit.ingest([SAMPLE, plain], store=store)]
+    res = run_cli("runs", "--store", str(store), "-f", "json")
+    data = json.loads(res.stdout)
+    assert sorted(r["run_id"] for r in data) == sorted(ids)
+    assert all(r["vendor"] == "cpu" and r["device_events"] == 0 for r in data)
+
+
+def test_env_var_picks_the_store(tmp_path: Path) -> None:
+    store = tmp_path / "env.duckdb"
+    res = run_cli("ingest", str(SAMPLE), env={"TRACEKIT_STORE": str(store)})
+    assert res.returncode == 0, res.stderr
+    assert store.exists()
+    res = run_cli("query", "SELECT count(*) AS n FROM runs", "-f", "json", env={"TRACEKIT_STORE": str(store)})
+    assert json.loads(res.stdout) == [{"n": 1}]
