@@ -19,6 +19,7 @@ machine; the operator structure, shapes and FLOP counts are deterministic.
 
 from __future__ import annotations
 
+import argparse
 import collections
 import gzip
 import json
@@ -197,7 +198,10 @@ def summarize(path: Path) -> collections.Counter:
     return collections.Counter(e.get("cat", "<none>") for e in trace["traceEvents"])
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="Re-capture the bundled CPU sample trace.")
+    parser.add_argument("--output", type=Path, default=OUTPUT, help=f"where to write it [default: {OUTPUT.name} here]")
+    output: Path = parser.parse_args(argv).output.resolve()
     torch.manual_seed(SEED)
     torch.set_num_threads(1)
     cfg = Config()
@@ -211,10 +215,10 @@ def main() -> None:
             with torch_profile(tmp, activities="auto", with_stack=False) as cap:
                 tokens = generate(model, prompt, DECODE_STEPS, capture=cap)
             assert cap.path is not None
-            shutil.move(str(cap.path), OUTPUT)
+            shutil.move(str(cap.path), output)
 
-    counts = summarize(OUTPUT)
-    print(f"wrote {OUTPUT.relative_to(REPO_ROOT)} ({OUTPUT.stat().st_size} bytes, gzip)")
+    counts = summarize(output)
+    print(f"wrote {output} ({output.stat().st_size} bytes, gzip)")
     print(f"torch {torch.__version__}; generated tokens shape {tuple(tokens.shape)}")
     print(f"{sum(counts.values())} trace events: " + ", ".join(f"{k}={v}" for k, v in counts.most_common()))
 

@@ -125,14 +125,17 @@ def test_capture_file_name_and_collector_metadata(capture: dict[str, Any]) -> No
     assert all(e["cat"] == "cpu_op" for e in with_flops)
 
 
-def test_capture_run_is_cpu_rank_0_without_kernels(captured_store: tuple[Path, str], capture: dict[str, Any]) -> None:
+def test_capture_run_is_cpu_rank_0_without_kernels(
+    captured_store: tuple[Path, str], capture: dict[str, Any]
+) -> None:
     store, run_id = captured_store
     ((vendor, device_name, fmt, n_ranks, n_files, captured_at),) = _rows(
         store, "SELECT vendor, device_name, format, n_ranks, n_files, captured_at FROM runs"
     )
     assert (vendor, device_name, fmt, n_ranks, n_files) == ("cpu", "CPU", "kineto", 1, 1)
     # captured_at = baseTimeNanoseconds + first event; the capture started just before that.
-    started = dt.datetime.fromtimestamp(capture["started_unix_ms"] / 1000, dt.timezone.utc).replace(tzinfo=None)
+    started = dt.datetime.fromtimestamp(capture["started_unix_ms"] / 1000, dt.timezone.utc)
+    started = started.replace(tzinfo=None)
     assert abs((captured_at - started).total_seconds()) < 60, (captured_at, started)
 
     assert _rows(store, "SELECT rank FROM ranks WHERE run_id = ?", [run_id]) == [(0,)]
@@ -170,7 +173,9 @@ def test_capture_matmul_ops_have_exact_shapes_and_flops(
     assert got == want
 
 
-def test_capture_annotations_and_profiler_steps(captured_store: tuple[Path, str], capture: dict[str, Any]) -> None:
+def test_capture_annotations_and_profiler_steps(
+    captured_store: tuple[Path, str], capture: dict[str, Any]
+) -> None:
     store, _ = captured_store
     rows = _rows(store, "SELECT name, is_profiler_step, on_device FROM annotations")
     decode = [r for r in rows if r[0] == "decode_step"]
@@ -310,12 +315,13 @@ def test_sample_counts_match_json(sample_store: tuple[Path, str], sample_trace: 
     for e in cpu_ops:
         if "flops" in e["args"]:
             want_flops[e["name"]] += e["args"]["flops"]
-    got_flops = dict(_rows(store, "SELECT name, sum(flops)::BIGINT FROM ops WHERE flops IS NOT NULL GROUP BY ALL"))
+    got_flops = dict(
+        _rows(store, "SELECT name, sum(flops)::BIGINT FROM ops WHERE flops IS NOT NULL GROUP BY ALL")
+    )
     assert got_flops == dict(want_flops)
-    assert _rows(store, "SELECT count(*) FROM ops WHERE flops IS NOT NULL") == [
-        (sum(1 for e in cpu_ops if "flops" in e["args"]),)
-    ]
-    assert sample_trace["tracekit_collector"]["flops_events"] == sum(1 for e in cpu_ops if "flops" in e["args"])
+    n_with_flops = sum(1 for e in cpu_ops if "flops" in e["args"])
+    assert _rows(store, "SELECT count(*) FROM ops WHERE flops IS NOT NULL") == [(n_with_flops,)]
+    assert sample_trace["tracekit_collector"]["flops_events"] == n_with_flops
 
     ((n_trace, n_python, n_flow, n_other),) = _rows(
         store, "SELECT n_trace_events, n_python_events, n_flow_events, n_other_skipped FROM ranks"
@@ -401,3 +407,29 @@ else:
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == f"RuntimeError: {MISSING}"
     assert not (tmp_path / "never").exists()
+
+
+def test_make_samples_recaptures_the_bundled_sample(tmp_path: Path) -> None:
+    """The script that made sample_traces/ makes a trace with the same structure again."""
+    import subprocess
+    import sys
+
+    out = tmp_path / "recaptured.pt.trace.json.gz"
+    res = subprocess.run(
+        [sys.executable, str(ROOT / "sample_traces" / "make_samples.py"), "--output", str(out)],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert res.returncode == 0, res.stderr
+    store = tmp_path / "s.duckdb"
+    new, old = tracekit.ingest([out, SAMPLES / "cpu_tiny_decoder_prefill_decode.pt.trace.json.gz"], store=store)
+    assert new.run_id != old.run_id
+    con = duckdb.connect(str(store), read_only=True)
+    per_run = con.execute(
+        """SELECT run_id, count(*) FILTER (WHERE name LIKE 'aten::%mm'), sum(flops), 
+                  (SELECT count(*) FROM annotations a WHERE a.run_id = o.run_id AND a.name LIKE 'decode_step_%')
+           FROM ops o GROUP BY run_id"""
+    ).fetchall()
+    con.close()
+    stats = {r[0]: r[1:] for r in per_run}
+    assert stats[new.run_id] == stats[old.run_id]
+    assert stats[new.run_id][2] == 16

@@ -23,7 +23,7 @@ from tracekit import __version__
 from tracekit.errors import StoreError, TraceInputError
 from tracekit.parsers import REGISTRY, IngestContext, get_parser
 from tracekit.parsers._io import file_sha256
-from tracekit.store import connect, default_store_path
+from tracekit.store import connect, default_store_path, utc_now
 
 ProgressFn = Callable[[int], None]
 
@@ -171,7 +171,7 @@ def _write_run(
     ).fetchone() or (0, 0)
     con.execute(
         """INSERT INTO run_meta VALUES ($run_id, $sha, $source, $format, $vendor, $device_name,
-             $label, $workload, $captured_at, now()::TIMESTAMP, $tags, $n_files, $n_ranks,
+             $label, $workload, $captured_at, $ingested_at, $tags, $n_files, $n_ranks,
              $input_bytes, $n_events, $n_skipped, $version)""",
         {
             "run_id": item.run_id,
@@ -183,6 +183,7 @@ def _write_run(
             "label": label,
             "workload": workload,
             "captured_at": captured_at,
+            "ingested_at": utc_now(),
             "tags": dict(tags),
             "n_files": len(item.files),
             "n_ranks": len({r.rank for r in ctx.ranks}),

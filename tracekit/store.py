@@ -13,6 +13,7 @@ a clear message; it never corrupts the store. Readers open the file read-only.
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import sys
 import time
@@ -184,14 +185,14 @@ CREATE OR REPLACE VIEW runtime_calls AS
 SELECT run_id, rank, pid, tid, name, start_ns, dur_ns, start_ns + dur_ns AS end_ns,
        correlation_id, external_id, cbid, trace_category,
        CASE
-         WHEN name IN ('cudaGraphLaunch', 'cudaGraphLaunch_v10000', 'hipGraphLaunch',
-                       'cuGraphLaunch') THEN 'graph_launch'
-         WHEN regexp_matches(name, '^(cuda|cu|hip|hipExt|hipModule|hipExtModule)(Launch|LaunchKernel|LaunchCooperativeKernel)')
-              OR regexp_matches(name, '^(cudaLaunchKernel|cudaLaunchKernelExC|cuLaunchKernel|cuLaunchKernelEx|hipLaunchKernel|hipModuleLaunchKernel|hipExtModuleLaunchKernel|hipExtLaunchKernel|hipLaunchCooperativeKernel|cudaLaunchCooperativeKernel)')
+         WHEN regexp_matches(name, '^(cudaGraphLaunch|cuGraphLaunch|hipGraphLaunch)(_v[0-9]+)?(_ptsz|_spt)?$')
+              THEN 'graph_launch'
+         WHEN regexp_matches(name, '^(cudaLaunchKernel|cudaLaunchKernelExC|cudaLaunchCooperativeKernel|cudaLaunchCooperativeKernelMultiDevice|cuLaunchKernel|cuLaunchKernelEx|cuLaunchCooperativeKernel|hipLaunchKernel|hipLaunchKernelExC|hipExtLaunchKernel|hipModuleLaunchKernel|hipExtModuleLaunchKernel|hipHccModuleLaunchKernel|hipLaunchCooperativeKernel|hipModuleLaunchCooperativeKernel|hipExtLaunchMultiKernelMultiDevice)(_v[0-9]+)?(_ptsz|_spt)?$')
+              OR name LIKE 'runFunction%'
               THEN 'kernel_launch'
          WHEN regexp_matches(name, '^(cuda|cu|hip)Memcpy') THEN 'memcpy'
          WHEN regexp_matches(name, '^(cuda|cu|hip)Memset') THEN 'memset'
-         WHEN regexp_matches(name, 'Synchronize|StreamWait|EventQuery|StreamQuery') THEN 'sync'
+         WHEN regexp_matches(name, '(?i)synchronize|streamwait|eventquery|streamquery') THEN 'sync'
          ELSE 'other'
        END AS api_kind
 FROM host_events WHERE category IN ('runtime', 'driver');
@@ -207,8 +208,10 @@ JOIN device_activity k
 
 CREATE OR REPLACE VIEW graph_launches AS
 SELECT r.run_id, r.rank, r.correlation_id, r.name AS api_name, r.start_ns AS api_start_ns,
-       r.dur_ns AS api_dur_ns, count(k.name) AS n_kernels,
-       coalesce(sum(k.dur_ns), 0) AS kernel_time_ns,
+       r.dur_ns AS api_dur_ns,
+       count(k.name) FILTER (WHERE k.category = 'kernel') AS n_kernels,
+       count(k.name) FILTER (WHERE k.category <> 'kernel') AS n_copy_set_nodes,
+       CAST(coalesce(sum(k.dur_ns) FILTER (WHERE k.category = 'kernel'), 0) AS BIGINT) AS kernel_time_ns,
        min(k.start_ns) AS first_kernel_start_ns, max(k.start_ns + k.dur_ns) AS last_kernel_end_ns
 FROM runtime_calls r
 LEFT JOIN device_activity k
@@ -220,10 +223,13 @@ CREATE OR REPLACE VIEW annotations AS
 SELECT run_id, rank, pid, tid, name, start_ns, dur_ns, start_ns + dur_ns AS end_ns, external_id,
        category = 'gpu_annotation' AS on_device,
        regexp_matches(name, '^ProfilerStep#[0-9]+$') AS is_profiler_step
-FROM host_events WHERE category IN ('annotation', 'gpu_annotation');
+FROM host_events
+WHERE category IN ('annotation', 'gpu_annotation')
+   OR (category = 'op' AND regexp_matches(name, '^ProfilerStep#[0-9]+$'));  -- 2021 schema
 
 CREATE OR REPLACE VIEW syncs AS
-SELECT run_id, rank, pid, tid, name, start_ns, dur_ns, correlation_id, external_id, stream, device
+SELECT run_id, rank, pid, tid, name, start_ns, dur_ns, start_ns + dur_ns AS end_ns, correlation_id,
+       external_id, stream, device
 FROM host_events WHERE category = 'sync';
 
 CREATE OR REPLACE VIEW devices AS
@@ -246,6 +252,11 @@ Migration = Callable[[duckdb.DuckDBPyConnection], None]
 MIGRATIONS: dict[int, Migration] = {}
 
 _RUN_TABLES = ("device_activity", "host_events", "device_meta", "rank_meta", "run_meta")
+
+
+def utc_now() -> dt.datetime:
+    """Current UTC time as a naive datetime (all TIMESTAMP columns of the store are UTC)."""
+    return dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
 
 
 def default_store_path() -> Path:
@@ -284,8 +295,11 @@ def connect(
     timeout = _lock_timeout_s() if lock_timeout_s is None else lock_timeout_s
     deadline = time.monotonic() + timeout
     warned = False
-    config: dict[str, str | bool | int] = {"threads": max(1, min(4, os.cpu_count() or 1))}
+    # A writer runs DuckDB on one thread: ingest keeps the other core busy decompressing and
+    # decoding the next chunk. Readers (queries, dashboard) use every core.
+    config: dict[str, str | bool | int] = {"threads": 1}
     if read_only:
+        config["threads"] = max(1, os.cpu_count() or 1)
         config["enable_external_access"] = False
     while True:
         try:
@@ -353,7 +367,7 @@ def ensure_schema(con: duckdb.DuckDBPyConnection, path: str | Path = "<store>") 
         try:
             con.execute(_TABLES_V1)
             con.execute(_VIEWS)
-            con.execute("INSERT INTO tracekit_schema VALUES (?, now()::TIMESTAMP)", [SCHEMA_VERSION])
+            con.execute("INSERT INTO tracekit_schema VALUES (?, ?)", [SCHEMA_VERSION, utc_now()])
             con.execute("COMMIT")
         except BaseException:
             con.execute("ROLLBACK")
@@ -379,7 +393,7 @@ def migrate(
             if v not in steps:
                 raise StoreError("<store>", f"no migration from schema {v} to {v + 1}")
             steps[v](con)
-            con.execute("INSERT INTO tracekit_schema VALUES (?, now()::TIMESTAMP)", [v + 1])
+            con.execute("INSERT INTO tracekit_schema VALUES (?, ?)", [v + 1, utc_now()])
         con.execute(_VIEWS)
         con.execute("COMMIT")
     except BaseException:

@@ -138,8 +138,7 @@ class IngestContext:
             v = props.get(key)
             return int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
-        name = props.get("name")
-        name = str(name) if name is not None else None
+        name = (str(props["name"]).strip() or None) if props.get("name") is not None else None
         vendor = vendor_of_device(name, runtime)
         major, minor = i("computeMajor"), i("computeMinor")
         # NVIDIA's compute capability names the SM architecture; HIP's major/minor do not name
@@ -148,7 +147,7 @@ class IngestContext:
         self.devices.append(
             DeviceInfo(
                 rank=rank,
-                device=i("id") if i("id") is not None else len(self.devices),
+                device=i("id") if i("id") is not None else sum(1 for d in self.devices if d.rank == rank),
                 name=name,
                 vendor=vendor,
                 arch=arch,

@@ -88,8 +88,10 @@ class Event(msgspec.Struct, gc=False, omit_defaults=True):
     name: str | int | None = None
     pid: int | str | None = None
     tid: int | str | None = None
-    ts: float | None = None
-    dur: float | None = None
+    #: ``ts``/``dur`` pass through as the trace's own number text, so DuckDB converts them to
+    #: nanoseconds exactly (a double cannot hold Unix-epoch µs with ns digits).
+    ts: msgspec.Raw = _NO_ARGS
+    dur: msgspec.Raw = _NO_ARGS
     args: msgspec.Raw = _NO_ARGS
 
 
@@ -311,7 +313,7 @@ _ARG_KEYS = (
 )
 _COLUMNS = (
     "{ph: 'VARCHAR', cat: 'VARCHAR', name: 'VARCHAR', pid: 'VARCHAR', tid: 'VARCHAR', "
-    "ts: 'DOUBLE', dur: 'DOUBLE', args: 'STRUCT("
+    "ts: 'DECIMAL(24,6)', dur: 'DECIMAL(24,6)', args: 'STRUCT("
     + ", ".join('"' + k + '" VARCHAR' for k in _ARG_KEYS).replace("'", "''")
     + ")'}"
 )
@@ -322,7 +324,7 @@ def _a(key: str, typ: str) -> str:
     return f'TRY_CAST(args."{key}" AS {typ})'
 
 
-_NS = "CAST(round({c} * 1000) AS BIGINT)"
+_NS = "CAST(round({c} * 1000) AS BIGINT)"  # exact: {c} is DECIMAL µs from the JSON text
 _EXTERNAL_ID = f'coalesce({_a("External id", "BIGINT")}, {_a("external_id_2021", "BIGINT")})'
 _COLLECTIVE = (
     f'args."Collective name", {_a("In msg nelems", "BIGINT")}, {_a("Out msg nelems", "BIGINT")}, '
@@ -404,7 +406,7 @@ class KinetoParser(Parser, format_name="kineto"):
                 try:
                     con.execute(sql.replace("{path}", _sql_str(str(path))), params)
                 except duckdb.Error as exc:
-                    raise TraceInputError(kf.path, f"malformed event: {_first_line(exc)}") from None
+                    raise TraceInputError(kf.path, f"unexpected value in an event: {_duckdb_reason(exc)}") from None
                 finally:
                     path.unlink(missing_ok=True)
             n_total += chunk.n_events
@@ -413,18 +415,20 @@ class KinetoParser(Parser, format_name="kineto"):
             ctx.progress(chunk.n_events)
         meta = kf.meta
         stats = con.execute(
-            """SELECT min(s), max(e), sum(n), sum(hip) FROM (
-                 SELECT min(start_ns) s, max(start_ns + dur_ns) e, count(*) n, 0 hip
+            """SELECT min(s), max(e), sum(n), sum(hip), sum(cuda) FROM (
+                 SELECT min(start_ns) s, max(start_ns + dur_ns) e, count(*) n, 0 hip, 0 cuda
                    FROM device_activity WHERE run_id = $run_id AND rank = $rank
                  UNION ALL
                  SELECT min(start_ns), max(start_ns + dur_ns), count(*),
-                        count(*) FILTER (WHERE category = 'runtime' AND name LIKE 'hip%')
+                        count(*) FILTER (WHERE category = 'runtime' AND name LIKE 'hip%'),
+                        count(*) FILTER (WHERE category IN ('runtime', 'driver')
+                                           AND (name LIKE 'cuda%' OR name LIKE 'cu%'))
                    FROM host_events WHERE run_id = $run_id AND rank = $rank)""",
             params,
         ).fetchone()
-        first_ns, last_ns, n_kept, n_hip = stats if stats else (None, None, 0, 0)
+        first_ns, last_ns, n_kept, n_hip, n_cuda = stats if stats else (None, None, 0, 0, 0)
         dist = meta.get("distributedInfo") if isinstance(meta.get("distributedInfo"), dict) else {}
-        runtime, runtime_version = _runtime(meta, bool(n_hip))
+        runtime, runtime_version = _runtime(meta, bool(n_hip), bool(n_cuda))
         ctx.add_rank(
             RankInfo(
                 rank=rank,
@@ -468,9 +472,13 @@ def _sql_str(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
-def _first_line(exc: BaseException) -> str:
+def _duckdb_reason(exc: BaseException) -> str:
+    """DuckDB's first error line without the scratch file's name and chunk-local position."""
     text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
+    line = text.splitlines()[0] if text else type(exc).__name__
+    line = re.sub(r' in file "[^"]*"', "", line)
+    line = re.sub(r", in record/value \d+", "", line)
+    return line.replace("Invalid Input Error: ", "")
 
 
 def _int(v: Any) -> int | None:
@@ -484,13 +492,18 @@ def _str(v: Any) -> str | None:
     return None if v is None else str(v)
 
 
-def _runtime(meta: dict[str, Any], hip_runtime: bool) -> tuple[str | None, str | None]:
+def _runtime(meta: dict[str, Any], hip_calls: bool, cuda_calls: bool) -> tuple[str | None, str | None]:
+    """("cuda" | "hip" | None, runtime version): from the trace's metadata, else its API names.
+
+    ROCm builds of PyTorch keep the category ``cuda_runtime`` but name the calls ``hip*``."""
     if meta.get("hip_runtime_version") is not None or meta.get("roctracer_version") is not None:
         return "hip", _str(meta.get("hip_runtime_version"))
     if meta.get("cuda_runtime_version") is not None or meta.get("cupti_version") is not None:
         return "cuda", _str(meta.get("cuda_runtime_version"))
-    if hip_runtime:
+    if hip_calls:
         return "hip", None
+    if cuda_calls:
+        return "cuda", None
     return None, None
 
 
