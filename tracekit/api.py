@@ -48,3 +48,28 @@ def run_query(sql: str, store: str | Path | None = None) -> Rows:
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise QueryError(f"{path}: query failed: {first}") from None
     return columns, rows
+
+
+def top_activity(run_id: str, store: str | Path | None = None, limit: int = 5) -> tuple[str, list[str], list[tuple[Any, ...]]]:
+    """(title, columns, rows): a run's top device kernels by total time, or its top host ops
+    (inclusive time) when the run has no device activity, e.g. a CPU capture. Times in ms."""
+    columns, rows = run_query(
+        f"""SELECT name, count(*) AS calls, round(sum(dur_ns) / 1e6, 3) AS total_ms,
+                   round(100 * sum(dur_ns) / sum(sum(dur_ns)) OVER (), 1) AS pct
+            FROM kernels WHERE run_id = {_quote(run_id)}
+            GROUP BY name ORDER BY sum(dur_ns) DESC LIMIT {int(limit)}""",
+        store,
+    )
+    if rows:
+        return "top device kernels by total time", columns, rows
+    columns, rows = run_query(
+        f"""SELECT name, count(*) AS calls, round(sum(dur_ns) / 1e6, 3) AS total_ms
+            FROM ops WHERE run_id = {_quote(run_id)}
+            GROUP BY name ORDER BY sum(dur_ns) DESC LIMIT {int(limit)}""",
+        store,
+    )
+    return "no device activity; top host ops by inclusive time", columns, rows
+
+
+def _quote(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"

@@ -134,24 +134,40 @@ def ingest(
     if as_json:
         out.print_json(data=[r.as_dict() for r in results])
         return
-    table = Table(title=f"store {store_path}", title_justify="left")
-    for col in ("run_id", "status", "format", "vendor", "device", "files", "device events", "host events", "source"):
+    table = Table(title=f"ingested into {store_path}", title_justify="left")
+    for col in ("run", "status", "vendor", "device", "files", "device events", "host events"):
         table.add_column(col, overflow="fold")
     for r in results:
         table.add_row(
             r.run_id,
             "new" if r.created else "already in store",
-            r.format,
             r.vendor,
             r.device_name or "",
             str(r.n_files),
             f"{r.n_device_events:,}" if r.created else "",
             f"{r.n_host_events:,}" if r.created else "",
-            r.source,
         )
     err.print(table)
+    _print_found(store_path, [r.run_id for r in results if r.created])
     for r in results:
         out.print(r.run_id)
+
+
+def _print_found(store_path: Path, run_ids: list[str]) -> None:
+    """What each new run holds: where the time went (device kernels, else host ops)."""
+    from tracekit.api import top_activity
+
+    for run_id in run_ids:
+        title, columns, rows = top_activity(run_id, store_path)
+        table = Table(title=f"{run_id}: {title}", title_justify="left")
+        for c in columns:
+            if c == "name":
+                table.add_column(c, overflow="ellipsis", no_wrap=True, max_width=64)
+            else:
+                table.add_column(c, justify="right")
+        for row in rows:
+            table.add_row(*(str(_cell(v)) for v in row))
+        err.print(table)
 
 
 def _cell(v: Any) -> Any:
@@ -211,6 +227,16 @@ def runs(store: StoreOpt = None, fmt: FormatOpt = "table") -> None:
     except TracekitError as exc:
         fail(str(exc))
         return
+    if fmt == "table":  # the human view: the columns that fit a terminal
+        keep = ["run_id", "vendor", "device_name", "workload", "label", "ranks", "device_events",
+                "device_time_ms", "span_ms", "captured_at"]
+        idx = [columns.index(c) for c in keep]
+        columns = ["run_id", "vendor", "device", "workload", "label", "ranks", "device events",
+                   "device ms", "span ms", "captured (UTC)"]
+        rows = [
+            tuple(r[i].strftime("%Y-%m-%d %H:%M") if isinstance(r[i], dt.datetime) else r[i] for i in idx)
+            for r in rows
+        ]
     _emit(columns, rows, fmt)
 
 
