@@ -295,8 +295,9 @@ def connect(
     timeout = _lock_timeout_s() if lock_timeout_s is None else lock_timeout_s
     deadline = time.monotonic() + timeout
     warned = False
-    # A writer runs DuckDB on one thread: ingest keeps the other core busy decompressing and
-    # decoding the next chunk. Readers (queries, dashboard) use every core.
+    # A writer runs DuckDB on one thread: ingest keeps another core busy decompressing and
+    # decoding the next chunk, and one thread keeps peak memory low (benchmarks/, 2 cores).
+    # Readers (queries, dashboard) use every core.
     config: dict[str, str | bool | int] = {"threads": 1}
     if read_only:
         config["threads"] = max(1, os.cpu_count() or 1)

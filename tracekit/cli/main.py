@@ -132,7 +132,7 @@ def ingest(
         fail(str(exc))
         return
     if as_json:
-        out.print_json(data=[r.as_dict() for r in results])
+        sys.stdout.write(json.dumps([r.as_dict() for r in results], indent=2) + "\n")
         return
     table = Table(title=f"ingested into {store_path}", title_justify="left")
     for col in ("run", "status", "vendor", "device", "files", "device events", "host events"):

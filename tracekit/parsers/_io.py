@@ -151,3 +151,4 @@ def prefetch(items: Iterator[T], depth: int = 2) -> Iterator[T]:
 class _Raised:
     def __init__(self, exc: BaseException) -> None:
         self.exc = exc
+

@@ -1,9 +1,17 @@
 """PyTorch profiler (Kineto) Chrome-trace JSON: ``.json`` and ``.json.gz``, one file per rank.
 
-The file is streamed: decompressed in blocks, cut into chunks of whole events at object
-boundaries, each chunk decoded by msgspec into typed structs (unknown keys skipped), turned into
-Arrow columns and inserted into DuckDB, where unit conversion and classification happen in SQL.
-No Python object per event outlives its chunk.
+The file is streamed in a pipeline of two threads:
+
+1. a producer decompresses (ISA-L when available), cuts the ``traceEvents`` array into chunks of
+   about 2 MiB at event boundaries, decodes each chunk with msgspec into small structs (only
+   ``ph cat name pid tid`` are decoded; ``ts``, ``dur`` and ``args`` stay raw JSON text), drops
+   what is not stored (``python_function``, flows, instants, metadata: counted only) and writes
+   the device and host events back as two small JSON-array files in scratch space;
+2. the main thread has DuckDB read each file with ``read_json`` and insert it with one SQL
+   statement, where every per-event conversion happens (exact decimal µs → integer ns,
+   categories, launch geometry, TRY_CAST of ``args``).
+
+No Python object per event outlives its chunk, so memory is bounded by a few chunks.
 
 Rules that follow the reference notes (``shared/reference/kineto-and-hta.md``):
 
@@ -71,13 +79,13 @@ _CAT_CASE = "CASE cat " + " ".join(
 
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 _BOUNDARY = re.compile(rb"\}\s*,\s*(?=\{)")
-_CHUNK_BYTES = 4 << 20  # JSON bytes per chunk file handed to DuckDB
+_CHUNK_BYTES = 2 << 20  # JSON bytes per chunk file handed to DuckDB
 _WINDOW = 256 << 10  # where to look for the last event boundary of a chunk
 _MAX_UNSPLIT = 64 << 20  # a buffer this large without a valid boundary means malformed JSON
 
 _decode_any = msgspec.json.Decoder().decode
 _decode_top = msgspec.json.Decoder(dict[str, msgspec.Raw]).decode
-_NO_ARGS = msgspec.Raw(b"")
+_ABSENT = msgspec.Raw(b"")  # a key the event does not have (omitted again when re-encoded)
 
 
 class Event(msgspec.Struct, gc=False, omit_defaults=True):
@@ -90,9 +98,9 @@ class Event(msgspec.Struct, gc=False, omit_defaults=True):
     tid: int | str | None = None
     #: ``ts``/``dur`` pass through as the trace's own number text, so DuckDB converts them to
     #: nanoseconds exactly (a double cannot hold Unix-epoch µs with ns digits).
-    ts: msgspec.Raw = _NO_ARGS
-    dur: msgspec.Raw = _NO_ARGS
-    args: msgspec.Raw = _NO_ARGS
+    ts: msgspec.Raw = _ABSENT
+    dur: msgspec.Raw = _ABSENT
+    args: msgspec.Raw = _ABSENT
 
 
 _decode_events = msgspec.json.Decoder(list[Event]).decode
@@ -116,9 +124,9 @@ class KinetoFile:
     """One Kineto trace file: top-level metadata, and its events cut into JSON-array chunk files.
 
     ``open()`` reads up to the ``traceEvents`` key and decodes what comes before it;
-    ``chunk_files(dir)`` then yields files of about 8 MiB, each a valid JSON array of whole
-    events (every cut is proven by a syntax check), and fills ``trailer`` with the keys after
-    the array. Memory use is bounded by a few chunks whatever the trace size.
+    ``chunk_files(dir)`` then cuts the events into chunks of about 2 MiB of JSON (every cut is
+    proven exact by decoding the chunk), writes each as files for DuckDB and fills ``trailer``
+    with the keys after the array. Memory use is bounded by a few chunks whatever the trace size.
     """
 
     path: Path
@@ -399,6 +407,7 @@ class KinetoParser(Parser, format_name="kineto"):
         con = ctx.con
         params = {"run_id": ctx.run_id, "rank": rank}
         n_total = n_python = n_flow = 0
+        # The producer thread decodes and writes the next chunks while DuckDB inserts this one.
         for chunk in prefetch(kf.chunk_files(tmp), depth=2):
             for sql, path in ((_INSERT_DEVICE, chunk.device_path), (_INSERT_HOST, chunk.host_path)):
                 if path is None:
@@ -459,7 +468,7 @@ class KinetoParser(Parser, format_name="kineto"):
 
 def _scratch_dir() -> str | None:
     """Where chunk files go: ``$TRACEKIT_TMPDIR``, else RAM-backed /dev/shm when present, else
-    the system temp dir. At most a few chunks (about 8 MiB of JSON each) exist at a time."""
+    the system temp dir. At most a few chunks (about 2 MiB of JSON each) exist at a time."""
     explicit = os.environ.get("TRACEKIT_TMPDIR")
     if explicit:
         return explicit
