@@ -25,7 +25,9 @@ from tracekit.parsers import REGISTRY, IngestContext, get_parser
 from tracekit.parsers._io import file_sha256
 from tracekit.store import connect, default_store_path, utc_now
 
-ProgressFn = Callable[[int], None]
+#: Called as ``progress(n_events, n_bytes)`` with the trace events and input-file bytes (as on
+#: disk) processed since the last call; the total of bytes is the sum of the inputs' sizes.
+ProgressFn = Callable[[int, int], None]
 
 
 @dataclass
@@ -234,16 +236,20 @@ def ingest(
     format_name: str | None = None,
     progress: ProgressFn | None = None,
     on_lock_wait: Callable[[], None] | None = None,
+    on_start: Callable[[int], None] | None = None,
 ) -> list[IngestResult]:
     """Ingest each PATH as one run into ``store`` (default ``$TRACEKIT_STORE`` or ./tracekit.duckdb).
 
     All inputs are checked (existence, format, readability) before the store is touched; the runs
-    are then written in one transaction. Raises :class:`TraceInputError` for bad input and
+    are then written in one transaction. ``on_start(total_bytes)`` is called once the inputs are
+    resolved, then ``progress(n_events, n_bytes)`` as they are read. Raises :class:`TraceInputError` for bad input and
     :class:`StoreError` for store problems; in both cases the store is unchanged.
     """
     if not paths:
         raise TraceInputError("<none>", "no input path given")
     items = [resolve_input(p, format_name) for p in paths]
+    if on_start is not None:
+        on_start(sum(i.input_bytes for i in items))
     store_path = Path(store) if store is not None else default_store_path()
     existed = store_path.exists()
     results: list[IngestResult] = []

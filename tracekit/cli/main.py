@@ -16,7 +16,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, DownloadColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from tracekit import __version__
@@ -111,17 +111,25 @@ def ingest(
         if show_progress:
             with Progress(
                 SpinnerColumn(),
-                TextColumn("ingesting {task.description}"),
-                TextColumn("{task.completed:,.0f} events"),
+                TextColumn("ingesting"),
+                BarColumn(),
+                DownloadColumn(),
+                TextColumn("{task.fields[events]:,} events"),
                 TimeElapsedColumn(),
                 console=err,
                 transient=True,
             ) as prog:
-                task = prog.add_task(", ".join(str(p) for p in paths)[:60], total=None)
+                task = prog.add_task("ingest", total=None, events=0)
+
+                def advance(n_events: int, n_bytes: int) -> None:
+                    events = prog.tasks[0].fields["events"] + n_events
+                    prog.update(task, advance=n_bytes, events=events)
+
                 results = do_ingest(
                     paths, store_path, label=label, workload=workload, tags=tags,
                     format_name=format_name,
-                    progress=lambda n: prog.advance(task, n),
+                    progress=advance,
+                    on_start=lambda total: prog.update(task, total=total),
                     on_lock_wait=lambda: err.print(f"waiting for the lock on {store_path}…"),
                 )
         else:

@@ -45,22 +45,35 @@ def read_head(path: Path, n: int = 4096) -> bytes:
     return bytes(out[:n])
 
 
-def iter_decompressed(path: Path, *, strict: bool = True) -> Iterator[bytes]:
+class ReadCounter:
+    """Bytes of the file read from disk so far (compressed bytes for gzip): drives progress bars."""
+
+    def __init__(self) -> None:
+        self.n = 0
+
+
+def iter_decompressed(
+    path: Path, *, strict: bool = True, counter: ReadCounter | None = None
+) -> Iterator[bytes]:
     """Yield the file's content in blocks of at most 1 MiB, gunzipping it when it is gzip.
 
     With ``strict``, a gzip stream that ends before its end-of-stream marker raises
     :class:`TraceInputError` ("truncated gzip"); concatenated gzip members are all read.
+    ``counter``, when given, is advanced by the bytes read from disk.
     """
+    counter = counter if counter is not None else ReadCounter()
     try:
         f = path.open("rb")
     except OSError as exc:
         raise TraceInputError(path, f"cannot read: {exc.strerror or exc}") from None
     with f:
         first = f.read(_RAW_BLOCK)
+        counter.n += len(first)
         if not first.startswith(GZIP_MAGIC):
             if first:
                 yield first
             while block := f.read(_RAW_BLOCK):
+                counter.n += len(block)
                 yield block
             return
         d = _inflate.decompressobj(wbits=31)
@@ -87,6 +100,7 @@ def iter_decompressed(path: Path, *, strict: bool = True) -> Iterator[bytes]:
             except (zlib.error, _inflate.error) as exc:
                 raise TraceInputError(path, f"corrupt gzip data ({exc})") from None
             pending = f.read(_RAW_BLOCK)
+            counter.n += len(pending)
             if not pending:
                 break
             in_member = True

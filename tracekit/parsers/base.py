@@ -115,7 +115,7 @@ class IngestContext:
         self,
         con: duckdb.DuckDBPyConnection,
         run_id: str,
-        progress: Callable[[int], None] | None = None,
+        progress: Callable[[int, int], None] | None = None,
     ) -> None:
         self.con = con
         self.run_id = run_id
@@ -123,10 +123,10 @@ class IngestContext:
         self.devices: list[DeviceInfo] = []
         self._progress = progress
 
-    def progress(self, n_events: int) -> None:
-        """Report that ``n_events`` more trace events were processed."""
+    def progress(self, n_events: int, n_bytes: int) -> None:
+        """Report that ``n_events`` more trace events and ``n_bytes`` more input bytes were read."""
         if self._progress is not None:
-            self._progress(n_events)
+            self._progress(n_events, n_bytes)
 
     def add_rank(self, info: RankInfo) -> None:
         self.ranks.append(info)

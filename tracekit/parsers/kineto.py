@@ -40,7 +40,7 @@ import duckdb
 import msgspec
 
 from tracekit.errors import TraceInputError
-from tracekit.parsers._io import iter_decompressed, prefetch, read_head
+from tracekit.parsers._io import ReadCounter, iter_decompressed, prefetch, read_head
 from tracekit.parsers.base import IngestContext, Parser, RankInfo
 
 # ---------------------------------------------------------------------------------------------
@@ -117,6 +117,7 @@ class Chunk:
     n_events: int
     n_python: int
     n_flow: int
+    input_bytes_done: int  # bytes of the input file read so far (for progress)
 
 
 @dataclass
@@ -136,10 +137,11 @@ class KinetoFile:
     json_bytes: int = 0
     _blocks: Iterator[bytes] | None = None
     _buf: bytearray = field(default_factory=bytearray)
+    _read: ReadCounter = field(default_factory=ReadCounter)
 
     def open(self) -> "KinetoFile":
         """Read up to the start of ``traceEvents`` and decode the keys before it."""
-        self._blocks = iter_decompressed(self.path)
+        self._blocks = iter_decompressed(self.path, counter=self._read)
         buf = self._buf
         searched = 0
         while True:
@@ -195,11 +197,11 @@ class KinetoFile:
             if events is None:
                 continue
             index += 1
-            yield _write_chunk(directory, index, events)
+            yield _write_chunk(directory, index, events, self._read.n)
         events = self._finish(bytes(buf))
         buf.clear()
         index += 1
-        yield _write_chunk(directory, index, events)
+        yield _write_chunk(directory, index, events, self._read.n)
 
     def _cut(self, buf: bytearray) -> list[Event] | None:
         """Decode the whole events at the head of ``buf`` (removing them from it), or None."""
@@ -256,7 +258,7 @@ def _decode(path: Path, data: bytes | msgspec.Raw) -> list[Event]:
             gc.enable()
 
 
-def _write_chunk(directory: Path, index: int, events: list[Event]) -> Chunk:
+def _write_chunk(directory: Path, index: int, events: list[Event], input_bytes_done: int) -> Chunk:
     device = [e for e in events if e.cat in DEVICE_CATS and e.ph == "X"]
     host = [e for e in events if e.ph == "X" and e.cat not in DEVICE_CATS and e.cat not in SKIPPED_CATS]
     n_python = sum(1 for e in events if e.cat in SKIPPED_CATS)
@@ -267,6 +269,7 @@ def _write_chunk(directory: Path, index: int, events: list[Event]) -> Chunk:
         len(events),
         n_python,
         n_flow,
+        input_bytes_done,
     )
 
 
@@ -406,7 +409,7 @@ class KinetoParser(Parser, format_name="kineto"):
     ) -> None:
         con = ctx.con
         params = {"run_id": ctx.run_id, "rank": rank}
-        n_total = n_python = n_flow = 0
+        n_total = n_python = n_flow = bytes_done = 0
         # The producer thread decodes and writes the next chunks while DuckDB inserts this one.
         for chunk in prefetch(kf.chunk_files(tmp), depth=2):
             for sql, path in ((_INSERT_DEVICE, chunk.device_path), (_INSERT_HOST, chunk.host_path)):
@@ -421,7 +424,8 @@ class KinetoParser(Parser, format_name="kineto"):
             n_total += chunk.n_events
             n_python += chunk.n_python
             n_flow += chunk.n_flow
-            ctx.progress(chunk.n_events)
+            ctx.progress(chunk.n_events, chunk.input_bytes_done - bytes_done)
+            bytes_done = chunk.input_bytes_done
         meta = kf.meta
         stats = con.execute(
             """SELECT min(s), max(e), sum(n), sum(hip), sum(cuda) FROM (
