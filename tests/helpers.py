@@ -20,6 +20,7 @@ def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 120)
         text=True,
         env=full_env,
         timeout=timeout,
+        check=False,
     )
 
 

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import duckdb
 import pytest
-
 from conftest import SAMPLES
 from helpers import run_cli, sha256
 

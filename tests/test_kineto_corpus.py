@@ -13,9 +13,9 @@ from pathlib import Path
 
 import duckdb
 import pytest
+from conftest import KINETO, needs_shared
 
 import tracekit
-from conftest import KINETO, needs_shared
 
 pytestmark = needs_shared
 

@@ -11,9 +11,9 @@ from typing import Any
 
 import duckdb
 import pytest
+from conftest import KINETO, needs_shared
 
 import tracekit
-from conftest import KINETO, needs_shared
 
 pytestmark = needs_shared
 
@@ -55,7 +55,7 @@ def test_cuda_graph_launch_on_a100(store: Path) -> None:
     graph_corr = {e["args"]["correlation"] for e in evs if e.get("cat") == "cuda_runtime" and e["name"] == "cudaGraphLaunch"}
     behind = Counter(e["cat"] for e in evs if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")
                      and e["args"].get("correlation") in graph_corr)
-    con, run_id = _ingest(store, path)
+    con, _ = _ingest(store, path)
     n, kernels, copies = con.execute(
         "SELECT count(*), sum(n_kernels), sum(n_copy_set_nodes) FROM graph_launches").fetchone()
     assert n == len(graph_corr)
@@ -162,7 +162,7 @@ def test_skipped_events_are_accounted_for(store: Path) -> None:
     evs = _events(path)
     n_py = sum(1 for e in evs if e.get("cat") == "python_function")
     n_flow = sum(1 for e in evs if e.get("ph") in ("s", "f", "t"))
-    con, run_id = _ingest(store, path)
+    con, _ = _ingest(store, path)
     row = con.execute("SELECT n_trace_events, n_python_events, n_flow_events, n_other_skipped FROM ranks").fetchone()
     kept = con.execute("SELECT (SELECT count(*) FROM kernels) + (SELECT count(*) FROM host_events)").fetchone()[0]
     assert row[0] == len(evs) and row[1] == n_py and row[2] == n_flow

@@ -14,13 +14,12 @@ from pathlib import Path
 
 import duckdb
 import pytest
+from conftest import SAMPLES
+from helpers import run_cli
 
 import tracekit
 from tracekit.errors import StoreError
 from tracekit.store import SCHEMA_VERSION, connect, migrate
-
-from conftest import SAMPLES
-from helpers import run_cli
 
 SAMPLE = SAMPLES / "cpu_tiny_decoder_prefill_decode.pt.trace.json.gz"
 

@@ -24,9 +24,9 @@ from typing import Any
 import duckdb
 import pytest
 import torch
+from conftest import ROOT, SAMPLES
 
 import tracekit
-from conftest import ROOT, SAMPLES
 from tracekit.collectors import torch_profile
 
 MISSING = "torch is not installed: pip install 'tracekit[torch]'"
@@ -134,7 +134,7 @@ def test_capture_run_is_cpu_rank_0_without_kernels(
     )
     assert (vendor, device_name, fmt, n_ranks, n_files) == ("cpu", "CPU", "kineto", 1, 1)
     # captured_at = baseTimeNanoseconds + first event; the capture started just before that.
-    started = dt.datetime.fromtimestamp(capture["started_unix_ms"] / 1000, dt.timezone.utc)
+    started = dt.datetime.fromtimestamp(capture["started_unix_ms"] / 1000, dt.UTC)
     started = started.replace(tzinfo=None)
     assert abs((captured_at - started).total_seconds()) < 60, (captured_at, started)
 
@@ -370,9 +370,8 @@ def test_sample_prefill_does_more_matmul_flops_than_any_decode_step(
 def test_torch_profile_without_torch_raises(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setitem(sys.modules, "torch", None)  # `import torch` now raises ImportError
     out = tmp_path / "never"
-    with pytest.raises(RuntimeError) as info:
-        with torch_profile(out):
-            pytest.fail("the block must not run without torch")  # pragma: no cover
+    with pytest.raises(RuntimeError) as info, torch_profile(out):
+        pytest.fail("the block must not run without torch")  # pragma: no cover
     assert str(info.value) == MISSING
     assert isinstance(info.value.__cause__, ImportError)
     assert not out.exists()  # nothing is created before torch is found

@@ -10,9 +10,9 @@ Python API (the CLI and dashboard are thin layers over it)::
 
 __version__ = "0.1.0"
 
-from tracekit.errors import QueryError, StoreError, TraceInputError, TracekitError  # noqa: E402
-from tracekit.ingest import IngestResult, ingest  # noqa: E402
-from tracekit.store import SCHEMA_VERSION, connect, open_store  # noqa: E402
+from tracekit.errors import QueryError, StoreError, TraceInputError, TracekitError
+from tracekit.ingest import IngestResult, ingest
+from tracekit.store import SCHEMA_VERSION, connect, open_store
 
 __all__ = [
     "SCHEMA_VERSION",

@@ -163,7 +163,7 @@ def _write_run(
     vendor, device_name = _run_vendor(con, ctx)
     captured = [r.captured_at_unix_s for r in ctx.ranks if r.captured_at_unix_s is not None]
     captured_at = (
-        dt.datetime.fromtimestamp(min(captured), dt.timezone.utc).replace(tzinfo=None) if captured else None
+        dt.datetime.fromtimestamp(min(captured), dt.UTC).replace(tzinfo=None) if captured else None
     )
     n_events = sum(r.n_trace_events for r in ctx.ranks)
     n_dev, n_host = con.execute(

@@ -256,7 +256,7 @@ _RUN_TABLES = ("device_activity", "host_events", "device_meta", "rank_meta", "ru
 
 def utc_now() -> dt.datetime:
     """Current UTC time as a naive datetime (all TIMESTAMP columns of the store are UTC)."""
-    return dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
+    return dt.datetime.now(dt.UTC).replace(tzinfo=None)
 
 
 def default_store_path() -> Path:
@@ -298,7 +298,7 @@ def connect(
     # A writer runs DuckDB on one thread: ingest keeps another core busy decompressing and
     # decoding the next chunk, and one thread keeps peak memory low (benchmarks/, 2 cores).
     # Readers (queries, dashboard) use every core.
-    config: dict[str, str | bool | int] = {"threads": 1}
+    config: dict[str, str | bool | int | float | list[str]] = {"threads": 1}
     if read_only:
         config["threads"] = max(1, os.cpu_count() or 1)
         config["enable_external_access"] = False

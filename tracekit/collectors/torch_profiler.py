@@ -98,7 +98,7 @@ class TorchCapture:
 def _import_torch() -> Any:
     try:
         import torch
-        import torch.profiler  # noqa: F401  (make sure the submodule loads)
+        import torch.profiler
     except ImportError as exc:  # pragma: no cover - exercised without torch
         raise RuntimeError(TORCH_MISSING_MESSAGE) from exc
     return torch

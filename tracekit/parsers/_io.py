@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import queue
 import threading
+import types
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,10 +18,12 @@ _RAW_BLOCK = 256 << 10  # bytes read from disk per step
 _MAX_OUT = 1 << 20  # bytes of decompressed output per step
 T = TypeVar("T")
 
+_inflate: types.ModuleType
 try:  # ISA-L inflates gzip about 2.5x faster than zlib; same API, optional
     from isal import isal_zlib as _inflate
 except ImportError:  # pragma: no cover - platforms without an isal wheel
-    _inflate = zlib  # type: ignore[no-redef]
+    _inflate = zlib
+_INFLATE_ERRORS: tuple[type[Exception], ...] = (zlib.error, _inflate.error)
 
 
 def file_sha256(path: Path) -> str:
@@ -97,7 +100,7 @@ def iter_decompressed(
                                     raise TraceInputError(path, "trailing garbage after gzip data")
                                 return
                             in_member = True
-            except (zlib.error, _inflate.error) as exc:
+            except _INFLATE_ERRORS as exc:
                 raise TraceInputError(path, f"corrupt gzip data ({exc})") from None
             pending = f.read(_RAW_BLOCK)
             counter.n += len(pending)

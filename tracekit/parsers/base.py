@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 
 import duckdb
 
-REGISTRY: dict[str, type["Parser"]] = {}
+REGISTRY: dict[str, type[Parser]] = {}
 
 
 class Parser:
@@ -39,7 +39,7 @@ class Parser:
         """Why ``path``, whose name suggests this format, is not readable as it (one line)."""
         return f"not a recognized {self.format_name} trace"
 
-    def parse(self, files: list[Path], ctx: "IngestContext") -> None:
+    def parse(self, files: list[Path], ctx: IngestContext) -> None:
         """Write the rows of one run, made of ``files``, through ``ctx``."""
         raise NotImplementedError
 
@@ -144,10 +144,13 @@ class IngestContext:
         # NVIDIA's compute capability names the SM architecture; HIP's major/minor do not name
         # a gfx target exactly (MI250 reports 9.0 for gfx90a), so AMD arch stays unknown here.
         arch = f"sm_{major}{minor or 0}" if major is not None and vendor == "nvidia" else None
+        device = i("id")
+        if device is None:  # position among this rank's devices
+            device = sum(1 for d in self.devices if d.rank == rank)
         self.devices.append(
             DeviceInfo(
                 rank=rank,
-                device=i("id") if i("id") is not None else sum(1 for d in self.devices if d.rank == rank),
+                device=device,
                 name=name,
                 vendor=vendor,
                 arch=arch,

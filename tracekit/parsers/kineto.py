@@ -139,7 +139,7 @@ class KinetoFile:
     _buf: bytearray = field(default_factory=bytearray)
     _read: ReadCounter = field(default_factory=ReadCounter)
 
-    def open(self) -> "KinetoFile":
+    def open(self) -> KinetoFile:
         """Read up to the start of ``traceEvents`` and decode the keys before it."""
         self._blocks = iter_decompressed(self.path, counter=self._read)
         buf = self._buf
@@ -382,13 +382,13 @@ class KinetoParser(Parser, format_name="kineto"):
 
     def sniff(self, path: Path) -> bool:
         name = path.name.lower()
-        if not (name.endswith(".json") or name.endswith(".json.gz") or name.endswith(".gz")):
+        if not name.endswith((".json", ".json.gz", ".gz")):
             return False
         try:
             return _is_kineto_head(read_head(path, 1 << 16))
         except TraceInputError:
             # Let parse() report the precise error (truncated gzip, unreadable...).
-            return name.endswith(".json") or name.endswith(".json.gz")
+            return name.endswith((".json", ".json.gz"))
 
     def explain(self, path: Path) -> str:
         try:
@@ -440,7 +440,8 @@ class KinetoParser(Parser, format_name="kineto"):
             params,
         ).fetchone()
         first_ns, last_ns, n_kept, n_hip, n_cuda = stats if stats else (None, None, 0, 0, 0)
-        dist = meta.get("distributedInfo") if isinstance(meta.get("distributedInfo"), dict) else {}
+        dist_info = meta.get("distributedInfo")
+        dist: dict[str, Any] = dist_info if isinstance(dist_info, dict) else {}
         runtime, runtime_version = _runtime(meta, bool(n_hip), bool(n_cuda))
         ctx.add_rank(
             RankInfo(
