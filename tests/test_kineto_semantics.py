@@ -193,3 +193,24 @@ def test_2021_profiler_steps_are_annotations(store: Path) -> None:
     con, _ = _ingest(store, path)
     got = sorted(r[0] for r in con.execute("SELECT name FROM annotations WHERE is_profiler_step").fetchall())
     assert got == steps and len(steps) == 6
+
+
+def test_kernels_link_to_their_launching_op(store: Path) -> None:
+    """kernel -> runtime call (correlation) -> framework op (External id), as the JSON states it."""
+    path = _one("tracelens-h100-qwen05b-inference")
+    evs = _events(path)
+    ops = {e["args"]["External id"]: e for e in evs if e.get("cat") == "cpu_op" and "External id" in e.get("args", {})}
+    runtime = {e["args"]["correlation"]: e for e in evs if e.get("cat") in ("cuda_runtime", "cuda_driver")}
+    want: Counter[str] = Counter()
+    for k in (e for e in evs if e.get("cat") == "kernel"):
+        r = runtime.get(k["args"]["correlation"])
+        op = ops.get(r["args"].get("External id")) if r else None
+        if op is not None:
+            want[op["name"]] += 1
+    assert sum(want.values()) > 1000 and want["aten::mm"] > 0
+    con, _ = _ingest(store, path)
+    got = Counter(dict(con.execute(
+        "SELECT op_name, count(*) FROM kernel_ops WHERE op_name IS NOT NULL AND category = 'kernel' GROUP BY ALL").fetchall()))
+    assert got == want
+    dims = con.execute("SELECT input_dims FROM kernel_ops WHERE op_name = 'aten::mm' LIMIT 1").fetchone()[0]
+    assert json.loads(dims) and all(isinstance(d, list) for d in json.loads(dims))

@@ -1,7 +1,8 @@
 """The tracekit store: one embedded DuckDB file with one versioned schema.
 
 Base tables hold what the parsers write; the *views* ``runs``, ``kernels``, ``ops``,
-``runtime_calls``, ``launches``, ``graph_launches``, ``annotations``, ``devices`` and ``ranks``
+``runtime_calls``, ``launches``, ``kernel_ops``, ``graph_launches``, ``annotations``, ``syncs``,
+``devices`` and ``ranks``
 are the public contract that tests, the dashboard, CI alerts and outside scripts query.
 Columns may be added to them; existing names never change. ``docs/schema.md`` documents every
 column with its unit.
@@ -205,6 +206,19 @@ SELECT r.run_id, r.rank, r.name AS api_name, r.api_kind, r.start_ns AS api_start
 FROM runtime_calls r
 JOIN device_activity k
   ON k.run_id = r.run_id AND k.rank = r.rank AND k.correlation_id = r.correlation_id;
+
+CREATE OR REPLACE VIEW kernel_ops AS
+SELECT k.run_id, k.rank, k.correlation_id, k.name AS kernel_name, k.category, k.device, k.stream,
+       k.start_ns, k.dur_ns, r.name AS api_name, r.external_id, o.name AS op_name,
+       o.input_dims, o.input_types, o.flops AS op_flops, o.start_ns AS op_start_ns,
+       o.dur_ns AS op_dur_ns
+FROM device_activity k
+JOIN host_events r
+  ON r.run_id = k.run_id AND r.rank = k.rank AND r.correlation_id = k.correlation_id
+ AND r.category IN ('runtime', 'driver')
+LEFT JOIN host_events o
+  ON o.run_id = r.run_id AND o.rank = r.rank AND o.external_id = r.external_id
+ AND o.category = 'op';
 
 CREATE OR REPLACE VIEW graph_launches AS
 SELECT r.run_id, r.rank, r.correlation_id, r.name AS api_name, r.start_ns AS api_start_ns,
