@@ -13,6 +13,7 @@ import datetime as dt
 import hashlib
 import json
 import os
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +23,7 @@ import duckdb
 from tracekit import __version__
 from tracekit.errors import StoreError, TraceInputError
 from tracekit.parsers import REGISTRY, IngestContext, get_parser
+from tracekit.parsers.base import DeviceInfo
 from tracekit.parsers._io import file_sha256
 from tracekit.store import connect, default_store_path, utc_now
 
@@ -73,6 +75,21 @@ def _sniff(path: Path, format_name: str | None) -> str | None:
     return None
 
 
+def _drop_derived_traces(by_format: dict[str, list[Path]]) -> None:
+    """A JAX/XLA profile session holds ``<host>.xplane.pb`` and, derived from the same capture,
+    ``<host>.trace.json.gz``: the XPlane is the complete source, so the JSON copy is left out."""
+    xplanes = by_format.get("xplane")
+    kineto = by_format.get("kineto")
+    if not xplanes or not kineto:
+        return
+    stems = {(f.parent, re.sub(r"\.xplane\.pb(\.gz)?$", "", f.name)) for f in xplanes}
+    rest = [f for f in kineto if (f.parent, re.sub(r"\.trace\.json(\.gz)?$", "", f.name)) not in stems]
+    if rest:
+        by_format["kineto"] = rest
+    else:
+        del by_format["kineto"]
+
+
 def resolve_input(path: str | Path, format_name: str | None = None) -> RunInput:
     """Find the trace files of one PATH and their format; raise TraceInputError if there are none."""
     p = Path(path)
@@ -90,6 +107,7 @@ def resolve_input(path: str | Path, format_name: str | None = None) -> RunInput:
                 by_format.setdefault(fmt, []).append(f)
         if not by_format:
             raise TraceInputError(p, "directory holds no recognizable trace file")
+        _drop_derived_traces(by_format)
         if len(by_format) > 1:
             found = ", ".join(f"{k} ({len(v)} files)" for k, v in sorted(by_format.items()))
             raise TraceInputError(p, f"directory mixes trace formats: {found}; ingest them separately")
@@ -196,10 +214,10 @@ def _write_run(
         },
     )
     con.executemany(
-        "INSERT INTO rank_meta VALUES (" + ", ".join(["?"] * 20) + ")",
+        "INSERT INTO rank_meta VALUES (" + ", ".join(["?"] * 21) + ")",
         [
             (
-                item.run_id, r.rank, r.world_size, r.dist_backend, r.rank_source, str(r.path),
+                item.run_id, r.rank, r.world_size, r.dist_backend, r.rank_source, r.host, str(r.path),
                 r.file_sha256, r.schema_version, r.trace_id, r.base_time_ns, r.display_time_unit,
                 r.runtime, r.runtime_version, json.dumps(r.metadata or {}, default=str),
                 r.n_trace_events, r.n_python_events, r.n_flow_events, r.n_other_skipped,
@@ -209,8 +227,10 @@ def _write_run(
         ],
     )
     if ctx.devices:
+        cols = ", ".join(DeviceInfo.COLUMNS)
         con.executemany(
-            "INSERT INTO device_meta VALUES (" + ", ".join(["?"] * 19) + ")", ctx.device_rows()
+            f"INSERT INTO device_meta ({cols}) VALUES ({', '.join(['?'] * len(DeviceInfo.COLUMNS))})",
+            ctx.device_rows(),
         )
     return IngestResult(
         run_id=item.run_id,

@@ -62,6 +62,7 @@ CREATE TABLE rank_meta (
     world_size      INTEGER,
     dist_backend    VARCHAR,
     rank_source     VARCHAR NOT NULL,
+    host            VARCHAR,
     path            VARCHAR NOT NULL,
     file_sha256     VARCHAR NOT NULL,
     schema_version  INTEGER,
@@ -97,6 +98,11 @@ CREATE TABLE device_meta (
     shared_mem_per_block_bytes BIGINT,
     shared_mem_per_cu_bytes BIGINT,
     shared_mem_per_block_optin_bytes BIGINT,
+    device_type     VARCHAR,
+    clock_mhz       DOUBLE,
+    peak_tflops     DOUBLE,
+    peak_hbm_gbps   DOUBLE,
+    memory_bandwidth_gbps DOUBLE,
     properties      JSON
 );
 CREATE TABLE device_activity (
@@ -127,7 +133,18 @@ CREATE TABLE device_activity (
     in_msg_nelems   BIGINT,
     out_msg_nelems  BIGINT,
     group_size      INTEGER,
-    dtype           VARCHAR
+    dtype           VARCHAR,
+    device_start_ns BIGINT,
+    device_dur_ns   BIGINT,
+    op_metadata_id  BIGINT,
+    hlo_module      VARCHAR,
+    hlo_category    VARCHAR,
+    program_id      VARCHAR,
+    flops           DOUBLE,
+    model_flops     DOUBLE,
+    bytes_accessed  DOUBLE,
+    hbm_bytes       DOUBLE,
+    args            VARCHAR
 );
 CREATE TABLE host_events (
     run_id          VARCHAR NOT NULL,
@@ -155,7 +172,41 @@ CREATE TABLE host_events (
     in_msg_nelems   BIGINT,
     out_msg_nelems  BIGINT,
     group_size      INTEGER,
-    dtype           VARCHAR
+    dtype           VARCHAR,
+    args            VARCHAR
+);
+CREATE TABLE xla_op_costs (
+    run_id          VARCHAR NOT NULL,
+    rank            INTEGER NOT NULL,
+    device          INTEGER NOT NULL,
+    op_metadata_id  BIGINT NOT NULL,
+    name            VARCHAR,
+    hlo_text        VARCHAR,
+    hlo_category    VARCHAR,
+    program_id      VARCHAR,
+    flops           DOUBLE,
+    model_flops     DOUBLE,
+    bytes_accessed  DOUBLE,
+    raw_bytes_accessed DOUBLE,
+    hbm_read_bytes  DOUBLE,
+    hbm_write_bytes DOUBLE,
+    memory_breakdown VARCHAR,
+    shape_with_layout VARCHAR,
+    tf_op           VARCHAR,
+    deduplicated_name VARCHAR,
+    source          VARCHAR
+);
+CREATE TABLE xla_module_meta (
+    run_id          VARCHAR NOT NULL,
+    rank            INTEGER NOT NULL,
+    module_name     VARCHAR NOT NULL,
+    function        VARCHAR,
+    fingerprint     VARCHAR,
+    module_id       BIGINT,
+    entry_signature VARCHAR,
+    param_shapes    VARCHAR,
+    result_shape    VARCHAR,
+    hlo_proto_bytes BIGINT
 );
 """
 
@@ -172,7 +223,9 @@ SELECT run_id, rank, device, stream, category, name, start_ns, dur_ns, correlati
        external_id, trace_category, start_ns + dur_ns AS end_ns,
        grid_x, grid_y, grid_z, block_x, block_y, block_z, registers_per_thread,
        shared_mem_bytes, blocks_per_cu, warps_per_cu, est_occupancy_pct, bytes, bandwidth_gbps,
-       kind, collective_name, in_msg_nelems, out_msg_nelems, group_size, dtype
+       kind, collective_name, in_msg_nelems, out_msg_nelems, group_size, dtype,
+       device_start_ns, device_dur_ns, op_metadata_id, hlo_module, hlo_category, program_id,
+       flops, model_flops, bytes_accessed, hbm_bytes, args
 FROM device_activity;
 
 CREATE OR REPLACE VIEW ops AS
@@ -235,10 +288,11 @@ GROUP BY ALL;
 
 CREATE OR REPLACE VIEW annotations AS
 SELECT run_id, rank, pid, tid, name, start_ns, dur_ns, start_ns + dur_ns AS end_ns, external_id,
-       category = 'gpu_annotation' AS on_device,
-       regexp_matches(name, '^ProfilerStep#[0-9]+$') AS is_profiler_step
+       category IN ('gpu_annotation', 'step') AS on_device,
+       category = 'step' OR regexp_matches(name, '^ProfilerStep#[0-9]+$') AS is_profiler_step,
+       TRY_CAST(json_extract_string(args, '$.step_num') AS BIGINT) AS step_num
 FROM host_events
-WHERE category IN ('annotation', 'gpu_annotation')
+WHERE category IN ('annotation', 'gpu_annotation', 'step')
    OR (category = 'op' AND regexp_matches(name, '^ProfilerStep#[0-9]+$'));  -- 2021 schema
 
 CREATE OR REPLACE VIEW syncs AS
@@ -250,11 +304,84 @@ CREATE OR REPLACE VIEW devices AS
 SELECT run_id, rank, device, name, vendor, arch, compute_units, warp_size, memory_bytes,
        compute_major, compute_minor, max_threads_per_block, max_threads_per_cu, regs_per_block,
        regs_per_cu, shared_mem_per_block_bytes, shared_mem_per_cu_bytes,
-       shared_mem_per_block_optin_bytes, properties
+       shared_mem_per_block_optin_bytes, device_type, clock_mhz, peak_tflops, peak_hbm_gbps,
+       memory_bandwidth_gbps, properties
 FROM device_meta;
 
+CREATE OR REPLACE VIEW op_costs AS
+SELECT * FROM xla_op_costs;
+
+CREATE OR REPLACE VIEW module_executions AS
+SELECT run_id, rank, device, name AS module_name,
+       regexp_extract(name, '^(.*)\(([0-9]+)\)$', 1) AS module,
+       regexp_extract(name, '^(.*)\(([0-9]+)\)$', 2) AS program_id,
+       start_ns, dur_ns, start_ns + dur_ns AS end_ns, args
+FROM host_events WHERE category = 'xla_module';
+
+CREATE OR REPLACE VIEW compiles AS
+WITH events AS (
+    SELECT run_id, rank, pid, tid, name, start_ns, dur_ns, start_ns + dur_ns AS end_ns, args,
+           CASE
+             WHEN name IN ('backend_compile_and_load', 'backend_compile') THEN 'jax'
+             WHEN name = 'PjRtComputationClient::Compile' THEN 'torch_xla'
+             WHEN name IN ('entire_frame_compile', 'Torch-Compiled Region compile',
+                           'OutputGraph.call_user_compiler') THEN 'torch.compile'
+             WHEN name = 'PjRtCpuClient::Compile' THEN 'xla_cpu'
+             WHEN name IN ('TfrtTpuCompiler::Compile', 'TpuCompiler::Compile') THEN 'xla_tpu'
+             WHEN name IN ('PjRtStreamExecutorClient::Compile', 'StreamExecutorGpuClient::Compile',
+                           'PjRtCApiClient::Compile') THEN 'xla_gpu'
+             WHEN name IN ('inductor_compile', 'compile_fx_inner', 'compile_fx.<locals>.fw_compiler_base')
+                  THEN 'inductor'
+           END AS backend,
+           name IN ('backend_compile_and_load', 'backend_compile', 'PjRtComputationClient::Compile',
+                    'entire_frame_compile') AS framework_level
+    FROM host_events
+    WHERE name IN ('backend_compile_and_load', 'backend_compile', 'PjRtComputationClient::Compile',
+                   'entire_frame_compile', 'PjRtCpuClient::Compile', 'TfrtTpuCompiler::Compile',
+                   'TpuCompiler::Compile', 'PjRtStreamExecutorClient::Compile',
+                   'StreamExecutorGpuClient::Compile', 'PjRtCApiClient::Compile',
+                   'inductor_compile', 'compile_fx_inner')
+),
+kept AS (  -- one row per compile: a backend event inside a framework-level one is the same compile
+    SELECT e.* FROM events e
+    WHERE e.framework_level OR NOT EXISTS (
+        SELECT 1 FROM events f
+        WHERE f.framework_level AND f.run_id = e.run_id AND f.rank = e.rank
+          AND f.start_ns <= e.start_ns AND f.end_ns >= e.end_ns)
+),
+dispatch AS (  -- the jitted function each compile belongs to: the innermost enclosing dispatch
+    SELECT run_id, rank, pid, tid, start_ns, start_ns + dur_ns AS end_ns, dur_ns,
+           coalesce(nullif(regexp_extract(name, '^PjitFunction\((.*)\)$', 1), ''),
+                    nullif(regexp_extract(name, '^Torch-Compiled Region: (.*)$', 1), '')) AS function
+    FROM host_events
+    WHERE name LIKE 'PjitFunction(%' OR name LIKE 'Torch-Compiled Region:%'
+)
+SELECT k.run_id, k.rank, k.name, k.start_ns, k.dur_ns, k.end_ns, k.backend, k.pid, k.tid,
+       coalesce(
+         (SELECT d.function FROM dispatch d
+           WHERE d.run_id = k.run_id AND d.rank = k.rank AND d.pid = k.pid AND d.tid = k.tid
+             AND d.start_ns <= k.start_ns AND d.end_ns >= k.end_ns
+           ORDER BY d.dur_ns LIMIT 1),
+         json_extract_string(k.args, '$.name')) AS function,
+       (SELECT max(b.dur_ns) FROM events b
+         WHERE NOT b.framework_level AND b.run_id = k.run_id AND b.rank = k.rank
+           AND b.start_ns >= k.start_ns AND b.end_ns <= k.end_ns AND k.framework_level) AS backend_dur_ns,
+       k.args
+FROM kept k;
+
+CREATE OR REPLACE VIEW xla_modules AS
+WITH compiled AS (
+    SELECT run_id, rank, function, count(*) AS n_compiles FROM compiles GROUP BY ALL
+)
+SELECT m.run_id, m.rank, m.module_name, m.function, m.fingerprint, m.module_id,
+       m.entry_signature, m.param_shapes, m.result_shape, m.hlo_proto_bytes,
+       row_number() OVER (PARTITION BY m.run_id, m.rank, m.function ORDER BY m.module_id DESC)
+         <= coalesce(c.n_compiles, 0) AS compiled_in_window
+FROM xla_module_meta m
+LEFT JOIN compiled c ON c.run_id = m.run_id AND c.rank = m.rank AND c.function = m.function;
+
 CREATE OR REPLACE VIEW ranks AS
-SELECT run_id, rank, world_size, dist_backend, rank_source, path, file_sha256, schema_version,
+SELECT run_id, rank, world_size, dist_backend, rank_source, host, path, file_sha256, schema_version,
        trace_id, base_time_ns, display_time_unit, runtime, runtime_version, trace_metadata,
        n_trace_events, n_python_events, n_flow_events, n_other_skipped, first_ns, last_ns
 FROM rank_meta;
@@ -265,7 +392,10 @@ FROM rank_meta;
 Migration = Callable[[duckdb.DuckDBPyConnection], None]
 MIGRATIONS: dict[int, Migration] = {}
 
-_RUN_TABLES = ("device_activity", "host_events", "device_meta", "rank_meta", "run_meta")
+_RUN_TABLES = (
+    "device_activity", "host_events", "device_meta", "rank_meta", "xla_op_costs", "xla_module_meta",
+    "run_meta",
+)
 
 
 def utc_now() -> dt.datetime:

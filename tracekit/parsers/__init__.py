@@ -1,6 +1,7 @@
 """Trace parsers, one module per input format, each registered by format name."""
 
 from tracekit.parsers import kineto as _kineto  # noqa: F401  (registers "kineto")
+from tracekit.parsers import xplane as _xplane  # noqa: F401  (registers "xplane")
 from tracekit.parsers.base import REGISTRY, IngestContext, Parser, RankInfo
 
 __all__ = ["REGISTRY", "IngestContext", "Parser", "RankInfo", "get_parser"]

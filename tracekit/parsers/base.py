@@ -68,6 +68,7 @@ class RankInfo:
     last_ns: int | None = None
     captured_at_unix_s: float | None = None
     file_sha256: str = ""
+    host: str | None = None
 
 
 @dataclass
@@ -92,11 +93,38 @@ class DeviceInfo:
     shared_mem_per_cu_bytes: int | None
     shared_mem_per_block_optin_bytes: int | None
     properties: dict[str, Any]
+    device_type: str | None = None
+    clock_mhz: float | None = None
+    peak_tflops: float | None = None
+    peak_hbm_gbps: float | None = None
+    memory_bandwidth_gbps: float | None = None
+
+    #: Columns of ``device_meta`` filled from this object, in ``row()`` order.
+    COLUMNS = (
+        "run_id", "rank", "device", "name", "vendor", "arch", "compute_units", "warp_size",
+        "memory_bytes", "compute_major", "compute_minor", "max_threads_per_block",
+        "max_threads_per_cu", "regs_per_block", "regs_per_cu", "shared_mem_per_block_bytes",
+        "shared_mem_per_cu_bytes", "shared_mem_per_block_optin_bytes", "device_type", "clock_mhz",
+        "peak_tflops", "peak_hbm_gbps", "memory_bandwidth_gbps", "properties",
+    )
+
+    def row(self, run_id: str) -> tuple[Any, ...]:
+        return (
+            run_id, self.rank, self.device, self.name, self.vendor, self.arch, self.compute_units,
+            self.warp_size, self.memory_bytes, self.compute_major, self.compute_minor,
+            self.max_threads_per_block, self.max_threads_per_cu, self.regs_per_block,
+            self.regs_per_cu, self.shared_mem_per_block_bytes, self.shared_mem_per_cu_bytes,
+            self.shared_mem_per_block_optin_bytes, self.device_type, self.clock_mhz,
+            self.peak_tflops, self.peak_hbm_gbps, self.memory_bandwidth_gbps,
+            json.dumps(self.properties, default=str),
+        )
 
 
 def vendor_of_device(name: str | None, runtime: str | None) -> str | None:
-    """nvidia | amd | other, from a device name or the runtime that ran it."""
+    """nvidia | amd | google | other, from a device name or the runtime that ran it."""
     n = (name or "").lower()
+    if "tpu" in n:
+        return "google"
     if any(t in n for t in ("nvidia", "tesla", "geforce", "quadro", "rtx", "a100", "h100", "h200", "b200")):
         return "nvidia"
     if any(t in n for t in ("amd", "instinct", "radeon", "mi300", "mi250", "mi210", "mi355")):
@@ -130,6 +158,9 @@ class IngestContext:
 
     def add_rank(self, info: RankInfo) -> None:
         self.ranks.append(info)
+
+    def add_device_info(self, info: DeviceInfo) -> None:
+        self.devices.append(info)
 
     def add_device(self, rank: int, props: dict[str, Any], runtime: str | None) -> None:
         """Record a Kineto-style ``deviceProperties`` entry (keys as PyTorch writes them)."""
@@ -173,13 +204,4 @@ class IngestContext:
         )
 
     def device_rows(self) -> list[tuple[Any, ...]]:
-        return [
-            (
-                self.run_id, d.rank, d.device, d.name, d.vendor, d.arch, d.compute_units,
-                d.warp_size, d.memory_bytes, d.compute_major, d.compute_minor,
-                d.max_threads_per_block, d.max_threads_per_cu, d.regs_per_block, d.regs_per_cu,
-                d.shared_mem_per_block_bytes, d.shared_mem_per_cu_bytes,
-                d.shared_mem_per_block_optin_bytes, json.dumps(d.properties, default=str),
-            )
-            for d in self.devices
-        ]
+        return [d.row(self.run_id) for d in self.devices]
