@@ -432,3 +432,25 @@ def test_make_samples_recaptures_the_bundled_sample(tmp_path: Path) -> None:
     stats = {r[0]: r[1:] for r in per_run}
     assert stats[new.run_id] == stats[old.run_id]
     assert stats[new.run_id][2] == 16
+
+
+def test_torch_compile_sample_compiles_and_recompile(tmp_path: Path) -> None:
+    """The bundled torch.compile capture: one compile and one recompile (new batch size), with ids."""
+    path = SAMPLES / "cpu_torch_compile_recompile.pt.trace.json.gz"
+    events = json.loads(gzip.open(path).read())["traceEvents"]
+    frames = sorted((e["ts"], e["dur"]) for e in events if e.get("name") == "entire_frame_compile")
+    assert len(frames) == 2
+    store = tmp_path / "s.duckdb"
+    tracekit.ingest([path], store=store)
+    con = duckdb.connect(str(store), read_only=True)
+    rows = con.execute(
+        "SELECT backend, function, compile_id, dur_ns, backend_dur_ns FROM compiles ORDER BY start_ns"
+    ).fetchall()
+    regions = con.execute(
+        "SELECT name, count(*) FROM ops WHERE name LIKE 'Torch-Compiled Region:%' GROUP BY ALL ORDER BY 1"
+    ).fetchall()
+    con.close()
+    assert [(r[0], r[1], r[2]) for r in rows] == [("torch.compile", "frame 0", "0/0"), ("torch.compile", "frame 0", "0/1")]
+    assert [r[3] for r in rows] == [round(d * 1000) for _, d in frames]
+    assert all(0 < r[4] < r[3] for r in rows)  # dynamo's backend_compile nests inside each
+    assert regions == [("Torch-Compiled Region: 0/0", 2), ("Torch-Compiled Region: 0/1", 2)]

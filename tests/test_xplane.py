@@ -299,7 +299,7 @@ def test_bad_xplane_input(tmp_path: Path, case: str) -> None:
 
 
 def test_protobuf_size_limit_is_reported(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from tracekit.parsers import xplane
+    from tracekit.parsers import _xplane_read as xplane
 
     monkeypatch.setattr(xplane, "PROTOBUF_LIMIT", 1000)
     with pytest.raises(tracekit.TraceInputError, match="over protobuf's 2 GiB message limit"):

@@ -319,42 +319,43 @@ SELECT run_id, rank, device, name AS module_name,
 FROM host_events WHERE category = 'xla_module';
 
 CREATE OR REPLACE VIEW compiles AS
-WITH events AS (
+WITH events AS (  -- every span that is a compilation, at any level of the stack
     SELECT run_id, rank, pid, tid, name, start_ns, dur_ns, start_ns + dur_ns AS end_ns, args,
            CASE
-             WHEN name IN ('backend_compile_and_load', 'backend_compile') THEN 'jax'
+             WHEN name IN ('backend_compile_and_load', 'backend_compile')
+                  AND trace_category LIKE 'xplane:%' THEN 'jax'
+             WHEN name IN ('entire_frame_compile', 'backend_compile', 'inductor_compile',
+                           'compile_fx_inner') THEN 'torch.compile'
              WHEN name = 'PjRtComputationClient::Compile' THEN 'torch_xla'
-             WHEN name IN ('entire_frame_compile', 'Torch-Compiled Region compile',
-                           'OutputGraph.call_user_compiler') THEN 'torch.compile'
              WHEN name = 'PjRtCpuClient::Compile' THEN 'xla_cpu'
              WHEN name IN ('TfrtTpuCompiler::Compile', 'TpuCompiler::Compile') THEN 'xla_tpu'
              WHEN name IN ('PjRtStreamExecutorClient::Compile', 'StreamExecutorGpuClient::Compile',
                            'PjRtCApiClient::Compile') THEN 'xla_gpu'
-             WHEN name IN ('inductor_compile', 'compile_fx_inner', 'compile_fx.<locals>.fw_compiler_base')
-                  THEN 'inductor'
-           END AS backend,
-           name IN ('backend_compile_and_load', 'backend_compile', 'PjRtComputationClient::Compile',
-                    'entire_frame_compile') AS framework_level
+           END AS backend
     FROM host_events
-    WHERE name IN ('backend_compile_and_load', 'backend_compile', 'PjRtComputationClient::Compile',
-                   'entire_frame_compile', 'PjRtCpuClient::Compile', 'TfrtTpuCompiler::Compile',
-                   'TpuCompiler::Compile', 'PjRtStreamExecutorClient::Compile',
-                   'StreamExecutorGpuClient::Compile', 'PjRtCApiClient::Compile',
-                   'inductor_compile', 'compile_fx_inner')
+    WHERE name IN ('backend_compile_and_load', 'backend_compile', 'entire_frame_compile',
+                   'inductor_compile', 'compile_fx_inner', 'PjRtComputationClient::Compile',
+                   'PjRtCpuClient::Compile', 'TfrtTpuCompiler::Compile', 'TpuCompiler::Compile',
+                   'PjRtStreamExecutorClient::Compile', 'StreamExecutorGpuClient::Compile',
+                   'PjRtCApiClient::Compile')
 ),
-kept AS (  -- one row per compile: a backend event inside a framework-level one is the same compile
+outermost AS (  -- one row per compile: a span inside another compile span is part of it
     SELECT e.* FROM events e
-    WHERE e.framework_level OR NOT EXISTS (
-        SELECT 1 FROM events f
-        WHERE f.framework_level AND f.run_id = e.run_id AND f.rank = e.rank
-          AND f.start_ns <= e.start_ns AND f.end_ns >= e.end_ns)
+    WHERE NOT EXISTS (
+        SELECT 1 FROM events o
+        WHERE o.run_id = e.run_id AND o.rank = e.rank
+          AND o.start_ns <= e.start_ns AND o.end_ns >= e.end_ns
+          AND (o.start_ns, o.end_ns, o.name) <> (e.start_ns, e.end_ns, e.name)
+          AND (o.dur_ns > e.dur_ns OR (o.dur_ns = e.dur_ns AND o.name < e.name)))
 ),
-dispatch AS (  -- the jitted function each compile belongs to: the innermost enclosing dispatch
+dispatch AS (  -- JAX: the jitted function being dispatched on the compiling thread
     SELECT run_id, rank, pid, tid, start_ns, start_ns + dur_ns AS end_ns, dur_ns,
-           coalesce(nullif(regexp_extract(name, '^PjitFunction\((.*)\)$', 1), ''),
-                    nullif(regexp_extract(name, '^Torch-Compiled Region: (.*)$', 1), '')) AS function
-    FROM host_events
-    WHERE name LIKE 'PjitFunction(%' OR name LIKE 'Torch-Compiled Region:%'
+           regexp_extract(name, '^PjitFunction\((.*)\)$', 1) AS function
+    FROM host_events WHERE name LIKE 'PjitFunction(%'
+),
+markers AS (  -- torch.compile: dynamo's "<stage>_data: ..., compile_id=F/N" markers
+    SELECT run_id, rank, tid, start_ns, regexp_extract(name, 'compile_id=([0-9]+/[0-9]+)', 1) AS compile_id
+    FROM host_events WHERE name LIKE '%compile_id=%'
 )
 SELECT k.run_id, k.rank, k.name, k.start_ns, k.dur_ns, k.end_ns, k.backend, k.pid, k.tid,
        coalesce(
@@ -362,12 +363,18 @@ SELECT k.run_id, k.rank, k.name, k.start_ns, k.dur_ns, k.end_ns, k.backend, k.pi
            WHERE d.run_id = k.run_id AND d.rank = k.rank AND d.pid = k.pid AND d.tid = k.tid
              AND d.start_ns <= k.start_ns AND d.end_ns >= k.end_ns
            ORDER BY d.dur_ns LIMIT 1),
-         json_extract_string(k.args, '$.name')) AS function,
+         json_extract_string(k.args, '$.name'),
+         (SELECT 'frame ' || split_part(min(m.compile_id), '/', 1) FROM markers m
+           WHERE m.run_id = k.run_id AND m.rank = k.rank AND m.tid = k.tid
+             AND m.start_ns BETWEEN k.start_ns AND k.end_ns)) AS function,
+       (SELECT min(m.compile_id) FROM markers m
+         WHERE m.run_id = k.run_id AND m.rank = k.rank AND m.tid = k.tid
+           AND m.start_ns BETWEEN k.start_ns AND k.end_ns) AS compile_id,
        (SELECT max(b.dur_ns) FROM events b
-         WHERE NOT b.framework_level AND b.run_id = k.run_id AND b.rank = k.rank
-           AND b.start_ns >= k.start_ns AND b.end_ns <= k.end_ns AND k.framework_level) AS backend_dur_ns,
+         WHERE b.run_id = k.run_id AND b.rank = k.rank AND b.name <> k.name
+           AND b.start_ns >= k.start_ns AND b.end_ns <= k.end_ns) AS backend_dur_ns,
        k.args
-FROM kept k;
+FROM outermost k;
 
 CREATE OR REPLACE VIEW xla_modules AS
 WITH compiled AS (
