@@ -145,10 +145,18 @@ class Sample:
         return self.maxrss_kb * 1024 / MB
 
 
+#: Children run with Python's bytecode cache on, as in any normal install: some sandboxes set
+#: PYTHONDONTWRITEBYTECODE, which would make every run recompile an editable install's sources
+#: while the anchors' site-packages were byte-compiled by pip.
+CHILD_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+
+
 def run_measured(cmd: Sequence[str], log: IO[bytes], timeout_s: float) -> Sample:
     """Run ``cmd`` as a child, reap it with wait4 and return its wall time and rusage."""
     t0 = time.perf_counter()
-    proc = subprocess.Popen(list(cmd), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(
+        list(cmd), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=CHILD_ENV
+    )
     timer = threading.Timer(timeout_s, proc.kill)
     timer.start()
     try:

@@ -304,3 +304,31 @@ def test_protobuf_size_limit_is_reported(tmp_path: Path, monkeypatch: pytest.Mon
     monkeypatch.setattr(xplane, "PROTOBUF_LIMIT", 1000)
     with pytest.raises(tracekit.TraceInputError, match="over protobuf's 2 GiB message limit"):
         xplane.read_xspace(JAX_SAMPLE)
+
+
+def test_make_jax_sample_recaptures_the_bundled_sample(tmp_path: Path) -> None:
+    """The script that made the JAX sample makes a capture with the same compiles and variants."""
+    import subprocess
+    import sys
+
+    out = tmp_path / "re.xplane.pb.gz"
+    res = subprocess.run(
+        [sys.executable, str(SAMPLES / "make_jax_sample.py"), "--output", str(out)],
+        capture_output=True, text=True, timeout=300, check=False,
+    )
+    assert res.returncode == 0, res.stderr[-2000:]
+    store = tmp_path / "s.duckdb"
+    new, old = tracekit.ingest([out, JAX_SAMPLE], store=store)
+    con = duckdb.connect(str(store), read_only=True)
+    per_run = {
+        run: (n, sigs)
+        for run, n, sigs in con.execute(
+            """SELECT c.run_id, count(*),
+                      (SELECT list(entry_signature ORDER BY module_id) FROM xla_modules m
+                        WHERE m.run_id = c.run_id AND m.compiled_in_window)
+               FROM compiles c GROUP BY c.run_id"""
+        ).fetchall()
+    }
+    con.close()
+    assert per_run[new.run_id] == per_run[old.run_id]
+    assert per_run[new.run_id][0] == 7  # 5 prefill shapes + 2 decode batch sizes
