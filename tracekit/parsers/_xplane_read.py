@@ -1,6 +1,7 @@
-"""XLA profiler XSpace protobufs: ``<host>.xplane.pb`` (and ``.xplane.pb.gz``), one file per host.
+"""How :mod:`tracekit.parsers.xplane` reads XSpace protobufs (imported only when an XPlane file
+is ingested, so that other formats do not load protobuf and NumPy).
 
-Written by ``jax.profiler``, ``torch_xla.debug.profiler`` and TensorFlow on TPU, GPU and CPU. Read
+Profiles are written by ``jax.profiler``, ``torch_xla.debug.profiler`` and TensorFlow on TPU, GPU and CPU. Read
 with protobuf from the project's own schema (``proto/xplane.proto``), never via the trace-viewer
 JSON (which drops ``flops``/``program_id`` and stops at 1M events). What goes where:
 
@@ -29,6 +30,7 @@ inserted into DuckDB as NumPy arrays; names, costs and categories are joined in 
 
 from __future__ import annotations
 
+import gc
 import gzip
 import json
 import operator
@@ -316,6 +318,16 @@ class XSpaceReader:
     # -- driver -------------------------------------------------------------------------------
 
     def run(self) -> None:
+        # Hundreds of thousands of short-lived protobuf wrappers: the cyclic GC only costs time.
+        gc_was_enabled = gc.isenabled()
+        gc.disable()
+        try:
+            self._run()
+        finally:
+            if gc_was_enabled:
+                gc.enable()
+
+    def _run(self) -> None:
         for plane in self.space.planes:
             names = {k: v.name for k, v in plane.stat_metadata.items()}
             dev = _plane_device(plane.name)
@@ -375,6 +387,14 @@ class XSpaceReader:
             )
         )
 
+    def _scan(self, name: str, arrays: dict[str, Any], sql: str, params: dict[str, Any] | None = None) -> None:
+        """Run ``sql`` with the NumPy columns ``arrays`` visible to DuckDB as table ``name``."""
+        self.con.register(name, arrays)
+        try:
+            self.con.execute(sql, params or {})
+        finally:
+            self.con.unregister(name)
+
     # -- per-plane metadata ------------------------------------------------------------------
 
     def _register_meta(self, plane: xplane_pb2.XPlane, names: dict[int, str], with_costs: bool) -> None:
@@ -408,8 +428,7 @@ class XSpaceReader:
             c: (np.fromiter(v, dtype=np.int64, count=len(v)) if c == "metadata_id" else np.array(v, dtype=object))
             for c, v in cols.items()
         }
-        meta_arrays = arrays  # noqa: F841  (scanned by DuckDB by name)
-        self.con.execute("CREATE OR REPLACE TEMP TABLE plane_meta AS SELECT * FROM meta_arrays")
+        self._scan("meta_arrays", arrays, "CREATE OR REPLACE TEMP TABLE plane_meta AS SELECT * FROM meta_arrays")
 
     # -- device planes ------------------------------------------------------------------------
 
@@ -540,8 +559,7 @@ class XSpaceReader:
     def _flush_device(self, rows: _Columns, plane_name: str, line_name: str) -> None:
         if not len(rows):
             return
-        batch = rows.arrays()  # noqa: F841  (scanned by DuckDB by name)
-        self.con.execute(_INSERT_DEVICE, {**self.params, "plane": plane_name, "line_kind": line_name})
+        self._scan("batch", rows.arrays(), _INSERT_DEVICE, {**self.params, "plane": plane_name, "line_kind": line_name})
         self.ctx.progress(len(rows), 0)
         rows.clear()
 
@@ -569,8 +587,7 @@ class XSpaceReader:
     def _flush_host(self, rows: _Columns) -> None:
         if not len(rows):
             return
-        batch = rows.arrays()  # noqa: F841  (scanned by DuckDB by name)
-        self.con.execute(_INSERT_HOST, self.params)
+        self._scan("batch", rows.arrays(), _INSERT_HOST, self.params)
         self.ctx.progress(len(rows), 0)
         rows.clear()
 
