@@ -332,3 +332,28 @@ def test_make_jax_sample_recaptures_the_bundled_sample(tmp_path: Path) -> None:
     con.close()
     assert per_run[new.run_id] == per_run[old.run_id]
     assert per_run[new.run_id][0] == 7  # 5 prefill shapes + 2 decode batch sizes
+
+
+@needs_xplane_corpus
+def test_gpu_xplane_launches_link_host_calls_to_kernels(store: Path) -> None:
+    path = XPLANE / "tracelens_mi300x_jax" / "jax08_attention__tw003.xplane.pb"
+    want: dict[int, str] = {}
+    kernels: set[int] = set()
+    for plane in _profile_data(path).planes:
+        for line in plane.lines:
+            for e in line.events:
+                corr = dict(e.stats).get("correlation_id")
+                if corr is None:
+                    continue
+                if plane.name.startswith("/device:GPU"):
+                    kernels.add(int(corr))
+                elif e.name.startswith("hip"):
+                    want[int(corr)] = e.name
+    tracekit.ingest([path], store=store)
+    con = duckdb.connect(str(store), read_only=True)
+    got = dict(con.execute("SELECT correlation_id, api_name FROM launches").fetchall())
+    start = con.execute("SELECT base_time_ns FROM ranks").fetchone()[0]
+    con.close()
+    assert got == {c: n for c, n in want.items() if c in kernels} and len(got) == len(kernels) == 105
+    env = next(p for p in _profile_data(path).planes if p.name == "Task Environment")
+    assert start == dict(env.stats)["profile_start_time"]

@@ -143,11 +143,13 @@ def resolve_input(path: str | Path, format_name: str | None = None) -> RunInput:
 
 def _run_vendor(con: duckdb.DuckDBPyConnection, ctx: IngestContext) -> tuple[str, str | None]:
     """(vendor, device_name) of a run: the device that ran most activity, else what the trace says."""
-    busiest = con.execute(
+    # fetchall, never fetchone: a half-read result blocks the next register() on the connection
+    busiest_rows = con.execute(
         """SELECT rank, device, count(*) AS n FROM device_activity WHERE run_id = ?
            GROUP BY ALL ORDER BY n DESC LIMIT 1""",
         [ctx.run_id],
-    ).fetchone()
+    ).fetchall()
+    busiest = busiest_rows[0] if busiest_rows else None
     dev = None
     if busiest is not None:
         dev = next((d for d in ctx.devices if d.rank == busiest[0] and d.device == busiest[1]), None)
@@ -188,7 +190,7 @@ def _write_run(
         """SELECT (SELECT count(*) FROM device_activity WHERE run_id = $r),
                   (SELECT count(*) FROM host_events WHERE run_id = $r)""",
         {"r": item.run_id},
-    ).fetchone() or (0, 0)
+    ).fetchall()[0]
     con.execute(
         """INSERT INTO run_meta VALUES ($run_id, $sha, $source, $format, $vendor, $device_name,
              $label, $workload, $captured_at, $ingested_at, $tags, $n_files, $n_ranks,
@@ -282,10 +284,11 @@ def ingest(
             if item.content_sha256 in seen:
                 results.append(seen[item.content_sha256])
                 continue
-            row = con.execute(
+            rows = con.execute(
                 "SELECT run_id, format, vendor, device_name, n_files FROM run_meta WHERE content_sha256 = ?",
                 [item.content_sha256],
-            ).fetchone()
+            ).fetchall()
+            row = rows[0] if rows else None
             if row is not None:
                 res = IngestResult(
                     run_id=row[0], source=str(item.source), format=row[1], created=False,

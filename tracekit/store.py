@@ -288,7 +288,7 @@ GROUP BY ALL;
 
 CREATE OR REPLACE VIEW annotations AS
 SELECT run_id, rank, pid, tid, name, start_ns, dur_ns, start_ns + dur_ns AS end_ns, external_id,
-       category IN ('gpu_annotation', 'step') AS on_device,
+       category = 'gpu_annotation' OR (category = 'step' AND device IS NOT NULL) AS on_device,
        category = 'step' OR regexp_matches(name, '^ProfilerStep#[0-9]+$') AS is_profiler_step,
        TRY_CAST(json_extract_string(args, '$.step_num') AS BIGINT) AS step_num
 FROM host_events
@@ -339,14 +339,21 @@ WITH events AS (  -- every span that is a compilation, at any level of the stack
                    'PjRtStreamExecutorClient::Compile', 'StreamExecutorGpuClient::Compile',
                    'PjRtCApiClient::Compile')
 ),
-outermost AS (  -- one row per compile: a span inside another compile span is part of it
+outermost AS (
+    -- One row per compile. A compile span inside another one on the same thread is a stage of
+    -- it (dynamo's backend_compile inside entire_frame_compile); an XLA backend compile on a
+    -- compiler thread inside a framework-level compile (JAX, torch_xla) is that compile's
+    -- backend. Framework-level compiles on different threads stay separate compiles.
     SELECT e.* FROM events e
     WHERE NOT EXISTS (
         SELECT 1 FROM events o
         WHERE o.run_id = e.run_id AND o.rank = e.rank
           AND o.start_ns <= e.start_ns AND o.end_ns >= e.end_ns
           AND (o.start_ns, o.end_ns, o.name) <> (e.start_ns, e.end_ns, e.name)
-          AND (o.dur_ns > e.dur_ns OR (o.dur_ns = e.dur_ns AND o.name < e.name)))
+          AND (o.dur_ns > e.dur_ns OR (o.dur_ns = e.dur_ns AND o.name < e.name))
+          AND ((o.pid = e.pid AND o.tid = e.tid)
+               OR (o.backend IN ('jax', 'torch_xla')
+                   AND e.backend IN ('xla_cpu', 'xla_tpu', 'xla_gpu'))))
 ),
 dispatch AS (  -- JAX: the jitted function being dispatched on the compiling thread
     SELECT run_id, rank, pid, tid, start_ns, start_ns + dur_ns AS end_ns, dur_ns,

@@ -260,8 +260,12 @@ SELECT $run_id, $rank, b.device, b.stream,
     TRY_CAST(regexp_extract(b.kernel_details, 'block:(\\d+),(\\d+),(\\d+)', 2) AS INTEGER),
     TRY_CAST(regexp_extract(b.kernel_details, 'block:(\\d+),(\\d+),(\\d+)', 3) AS INTEGER),
     TRY_CAST(nullif(regexp_extract(b.kernel_details, 'regs:(\\d+)', 1), '') AS INTEGER),
-    TRY_CAST(nullif(coalesce(nullif(regexp_extract(b.kernel_details, 'group_mem:(\\d+)', 1), ''),
-                             regexp_extract(b.kernel_details, 'shm:(\\d+)', 1)), '') AS BIGINT),
+    coalesce(
+        TRY_CAST(nullif(regexp_extract(b.kernel_details, 'group_mem:(\\d+)', 1), '') AS BIGINT),
+        TRY_CAST(nullif(regexp_extract(b.kernel_details, 'shm:(\\d+)', 1), '') AS BIGINT),
+        TRY_CAST(nullif(regexp_extract(b.kernel_details, 'static_shared:(\\d+)', 1), '') AS BIGINT)
+          + coalesce(TRY_CAST(nullif(regexp_extract(b.kernel_details, 'dynamic_shared:(\\d+)', 1), '')
+                              AS BIGINT), 0)),
     TRY_CAST(nullif(regexp_extract(b.kernel_details, 'occ_pct:([0-9.]+)', 1), '') AS DOUBLE),
     TRY_CAST(b.memcpy_bytes AS BIGINT), b.hlo_op,
     CAST(round(TRY_CAST(b.device_offset_ps AS DOUBLE) / 1000) AS BIGINT),
@@ -358,10 +362,11 @@ class XSpaceReader:
                  SELECT min(start_ns), max(start_ns + dur_ns), count(*) FROM host_events
                    WHERE run_id = $run_id AND rank = $rank)""",
             self.params,
-        ).fetchone()
+        ).fetchall()[0]
         first_ns, last_ns, n_kept = span if span else (None, None, 0)
-        start = _num(self.task_env.get("profile_start_time"))
-        captured = start / 1e9 if start and start > 1e17 else None  # Unix ns
+        start = self.task_env.get("profile_start_time")  # Unix ns, an integer stat: keep it exact
+        unix_start_ns = start if isinstance(start, int) and start > 10**17 else None
+        captured = unix_start_ns / 1e9 if unix_start_ns else None
         meta: dict[str, Any] = {
             "hostnames": list(self.space.hostnames),
             "errors": list(self.space.errors)[:20],
@@ -376,6 +381,8 @@ class XSpaceReader:
                 path=self.path,
                 host=self.host,
                 runtime="xla",
+                # XPlane times count from the profiling session's start; this is its Unix time.
+                base_time_ns=unix_start_ns,
                 metadata=meta,
                 n_trace_events=self.n_total,
                 n_python_events=self.n_python,
@@ -391,7 +398,7 @@ class XSpaceReader:
         """Run ``sql`` with the NumPy columns ``arrays`` visible to DuckDB as table ``name``."""
         self.con.register(name, arrays)
         try:
-            self.con.execute(sql, params or {})
+            self.con.execute(sql, params or {}).fetchall()
         finally:
             self.con.unregister(name)
 
@@ -446,7 +453,7 @@ class XSpaceReader:
                FROM plane_meta
                WHERE hlo_category IS NOT NULL OR flops IS NOT NULL OR bytes_accessed IS NOT NULL""",
             {**self.params, "device": index},
-        )
+        ).fetchall()  # consume the result: DuckDB refuses register() while one is pending
         device_rows = _Columns(_DEVICE_COLS)
         span_rows = _Columns(_HOST_COLS)
         for line in plane.lines:
@@ -670,13 +677,17 @@ class XSpaceReader:
 
     def _classify_host_events(self, plane_name: str) -> None:
         """Step markers (``step_num`` stat, as ``jax.profiler.StepTraceAnnotation`` writes) are
-        annotations of category ``step``."""
+        annotations of category ``step``; CUDA/HIP API calls with a ``correlation_id`` (the
+        ``/host:CUPTI`` and ``/host:ROCTRACER`` lines) are runtime calls, linked to kernels."""
         self.con.execute(
-            """UPDATE host_events SET category = 'step'
+            """UPDATE host_events
+               SET category = CASE WHEN json_exists(args, '$.step_num') THEN 'step' ELSE 'runtime' END
                WHERE run_id = $run_id AND rank = $rank AND pid = $plane AND category = 'traceme'
-                 AND args IS NOT NULL AND json_exists(args, '$.step_num')""",
+                 AND args IS NOT NULL
+                 AND (json_exists(args, '$.step_num')
+                      OR (correlation_id IS NOT NULL AND regexp_matches(name, '^(cuda|cu|hip)[A-Z]')))""",
             {**self.params, "plane": plane_name},
-        )
+        ).fetchall()
 
     # -- /host:metadata -----------------------------------------------------------------------
 

@@ -438,7 +438,7 @@ class KinetoParser(Parser, format_name="kineto"):
                                            AND (name LIKE 'cuda%' OR name LIKE 'cu%'))
                    FROM host_events WHERE run_id = $run_id AND rank = $rank)""",
             params,
-        ).fetchone()
+        ).fetchall()[0]
         first_ns, last_ns, n_kept, n_hip, n_cuda = stats if stats else (None, None, 0, 0, 0)
         dist_info = meta.get("distributedInfo")
         dist: dict[str, Any] = dist_info if isinstance(dist_info, dict) else {}
