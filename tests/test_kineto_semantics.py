@@ -214,3 +214,15 @@ def test_kernels_link_to_their_launching_op(store: Path) -> None:
     assert got == want
     dims = con.execute("SELECT input_dims FROM kernel_ops WHERE op_name = 'aten::mm' LIMIT 1").fetchone()[0]
     assert json.loads(dims) and all(isinstance(d, list) for d in json.loads(dims))
+
+
+def test_python_events_are_stored_on_request(tmp_path: Path) -> None:
+    path = _one("tracelens-mi300x-sglang-qwen3-8b-prefilldecode")
+    n_py = sum(1 for e in _events(path) if e.get("cat") == "python_function")
+    assert n_py > 50_000
+    store = tmp_path / "py.duckdb"
+    tracekit.ingest([path], store=store, python_events=True)
+    con = duckdb.connect(str(store), read_only=True)
+    assert con.execute("SELECT count(*) FROM host_events WHERE category = 'python'").fetchone() == (n_py,)
+    assert con.execute("SELECT n_python_events, n_other_skipped FROM ranks").fetchone()[0] == 0
+    con.close()

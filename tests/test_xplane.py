@@ -357,3 +357,34 @@ def test_gpu_xplane_launches_link_host_calls_to_kernels(store: Path) -> None:
     assert got == {c: n for c, n in want.items() if c in kernels} and len(got) == len(kernels) == 105
     env = next(p for p in _profile_data(path).planes if p.name == "Task Environment")
     assert start == dict(env.stats)["profile_start_time"]
+
+
+def test_python_tracer_events_counted_or_stored(tmp_path: Path) -> None:
+    """A capture with JAX's Python tracer on: its events are counted, or stored on request."""
+    import subprocess
+    import sys
+
+    out = tmp_path / "py.xplane.pb.gz"
+    res = subprocess.run(
+        [sys.executable, str(SAMPLES / "make_jax_sample.py"), "--python-tracer", "--requests", "1",
+         "--output", str(out)],
+        capture_output=True, text=True, timeout=300, check=False,
+    )
+    assert res.returncode == 0, res.stderr[-2000:]
+    n_py = sum(
+        1 for p in _profile_data(out).planes for line in p.lines for e in line.events if e.name.startswith("$")
+    )
+    assert n_py > 1000
+    counted, stored = tmp_path / "a.duckdb", tmp_path / "b.duckdb"
+    tracekit.ingest([out], store=counted)
+    tracekit.ingest([out], store=stored, python_events=True)
+    a = duckdb.connect(str(counted), read_only=True)
+    b = duckdb.connect(str(stored), read_only=True)
+    assert a.execute("SELECT n_python_events FROM ranks").fetchone() == (n_py,)
+    assert a.execute("SELECT count(*) FROM host_events WHERE name LIKE '$%'").fetchone() == (0,)
+    assert b.execute("SELECT count(*) FROM host_events WHERE category = 'python'").fetchone() == (n_py,)
+    # everything else is the same either way
+    q = "SELECT category, count(*) FROM host_events WHERE category <> 'python' GROUP BY ALL ORDER BY 1"
+    assert a.execute(q).fetchall() == b.execute(q).fetchall()
+    a.close()
+    b.close()

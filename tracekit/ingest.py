@@ -175,8 +175,9 @@ def _write_run(
     workload: str | None,
     tags: Mapping[str, str],
     progress: ProgressFn | None,
+    python_events: bool = False,
 ) -> IngestResult:
-    ctx = IngestContext(con, item.run_id, progress)
+    ctx = IngestContext(con, item.run_id, progress, python_events=python_events)
     get_parser(item.format).parse(item.files, ctx)
     for info, h in zip(ctx.ranks, item.file_hashes):
         info.file_sha256 = h
@@ -259,12 +260,16 @@ def ingest(
     progress: ProgressFn | None = None,
     on_lock_wait: Callable[[], None] | None = None,
     on_start: Callable[[int], None] | None = None,
+    python_events: bool = False,
 ) -> list[IngestResult]:
     """Ingest each PATH as one run into ``store`` (default ``$TRACEKIT_STORE`` or ./tracekit.duckdb).
 
     All inputs are checked (existence, format, readability) before the store is touched; the runs
     are then written in one transaction. ``on_start(total_bytes)`` is called once the inputs are
-    resolved, then ``progress(n_events, n_bytes)`` as they are read. Raises :class:`TraceInputError` for bad input and
+    resolved, then ``progress(n_events, n_bytes)`` as they are read. ``python_events`` stores
+    Python-stack events (Kineto ``python_function``, the XLA Python tracer) as host events of
+    category ``python``; by default they are only counted (they can be 95 % of a trace). It applies
+    to new runs: content already in the store is not re-read. Raises :class:`TraceInputError` for bad input and
     :class:`StoreError` for store problems; in both cases the store is unchanged.
     """
     if not paths:
@@ -296,7 +301,8 @@ def ingest(
                 )
             else:
                 res = _write_run(
-                    con, item, label=label, workload=workload, tags=tags or {}, progress=progress
+                    con, item, label=label, workload=workload, tags=tags or {}, progress=progress,
+                    python_events=python_events,
                 )
             seen[item.content_sha256] = res
             results.append(res)

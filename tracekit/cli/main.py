@@ -96,6 +96,14 @@ def ingest(
         str | None,
         typer.Option("--format", help="Force the input format instead of detecting it (e.g. kineto)."),
     ] = None,
+    python_events: Annotated[
+        bool,
+        typer.Option(
+            "--python-events",
+            help="Also store Python-stack events (Kineto python_function, the XLA Python tracer) as "
+            "host events of category 'python'; by default they are only counted.",
+        ),
+    ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print results as JSON for scripts.")] = False,
 ) -> None:
     """Ingest traces into the store (one transaction) and print the run id of each PATH.
@@ -130,11 +138,13 @@ def ingest(
                     format_name=format_name,
                     progress=advance,
                     on_start=lambda total: prog.update(task, total=total),
+                    python_events=python_events,
                     on_lock_wait=lambda: err.print(f"waiting for the lock on {store_path}…"),
                 )
         else:
             results = do_ingest(
-                paths, store_path, label=label, workload=workload, tags=tags, format_name=format_name
+                paths, store_path, label=label, workload=workload, tags=tags, format_name=format_name,
+                python_events=python_events,
             )
     except TracekitError as exc:
         fail(str(exc))

@@ -341,10 +341,12 @@ class XSpaceReader:
                 self._modules(plane, names)
             elif dev is not None:
                 self._device_plane(plane, names, dev)
-            elif plane.name in _PYTHON_PLANES:
+            elif plane.name in _PYTHON_PLANES and not self.ctx.python_events:
                 n = sum(len(line.events) for line in plane.lines)
                 self.n_total += n
                 self.n_python += n
+            elif plane.name in _PYTHON_PLANES:
+                self._host_plane(plane, names, python_plane=True)
             elif plane.name.startswith("/host:") and plane.name not in _SKIPPED_HOST_PLANES:
                 self._host_plane(plane, names)
             else:
@@ -600,11 +602,11 @@ class XSpaceReader:
 
     # -- host planes --------------------------------------------------------------------------
 
-    def _host_plane(self, plane: xplane_pb2.XPlane, names: dict[int, str]) -> None:
+    def _host_plane(self, plane: xplane_pb2.XPlane, names: dict[int, str], python_plane: bool = False) -> None:
         self._register_meta(plane, names, with_costs=False)
-        python_ids = np.array(
-            [mid for mid, em in plane.event_metadata.items() if em.name.startswith("$")], dtype=np.int64
-        )
+        python_meta = [mid for mid, em in plane.event_metadata.items() if python_plane or em.name.startswith("$")]
+        # With ctx.python_events the Python-tracer events are stored (category 'python'), not dropped.
+        python_ids = np.array([] if self.ctx.python_events else python_meta, dtype=np.int64)
         hlo_op_stat = {k for k, v in names.items() if v == "hlo_op"}
         rows = _Columns(_HOST_COLS)
         cpu_ops = _Columns(_DEVICE_COLS)
@@ -647,6 +649,13 @@ class XSpaceReader:
         self._flush_host(rows)
         self._flush_device(cpu_ops, plane.name, "XLA CPU ops")
         self._classify_host_events(plane.name)
+        if self.ctx.python_events and python_meta:
+            self.con.execute(
+                """UPDATE host_events SET category = 'python', trace_category = 'xplane:python'
+                   WHERE run_id = $run_id AND rank = $rank AND pid = $plane AND category = 'traceme'
+                     AND ($python_plane OR starts_with(name, '$'))""",
+                {**self.params, "plane": plane.name, "python_plane": python_plane},
+            ).fetchall()
 
     def _cpu_ops(self, ops: list[xplane_pb2.XEvent], line: xplane_pb2.XLine, names: dict[int, str], tid: str,
                  out: _Columns) -> None:

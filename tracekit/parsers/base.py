@@ -144,9 +144,14 @@ class IngestContext:
         con: duckdb.DuckDBPyConnection,
         run_id: str,
         progress: Callable[[int, int], None] | None = None,
+        *,
+        python_events: bool = False,
     ) -> None:
         self.con = con
         self.run_id = run_id
+        #: Store Python-stack events (Kineto ``python_function``, the XLA Python tracer) as host
+        #: events of category ``python`` instead of only counting them.
+        self.python_events = python_events
         self.ranks: list[RankInfo] = []
         self.devices: list[DeviceInfo] = []
         self._progress = progress

@@ -67,6 +67,7 @@ HOST_CATS = {
     "cuda_sync": "sync",
     "overhead": "overhead",
     "Trace": "trace",
+    "python_function": "python",
 }
 SKIPPED_CATS = {"python_function"}
 
@@ -134,6 +135,7 @@ class KinetoFile:
     header: dict[str, Any] = field(default_factory=dict)
     trailer: dict[str, Any] = field(default_factory=dict)
     array_format: bool = False
+    keep_python: bool = False
     json_bytes: int = 0
     _blocks: Iterator[bytes] | None = None
     _buf: bytearray = field(default_factory=bytearray)
@@ -182,8 +184,8 @@ class KinetoFile:
     def chunk_files(self, directory: Path) -> Iterator[Chunk]:
         """Cut the events into chunks; write each one's kept events as JSON-array files under ``directory``.
 
-        Kept: complete events (``ph == "X"``) except ``python_function``; flows, instants,
-        metadata and Python-stack events are only counted.
+        Kept: complete events (``ph == "X"``) except ``python_function`` (kept too with
+        ``keep_python``); flows, instants, metadata and Python-stack events are only counted.
         """
         assert self._blocks is not None, "call open() first"
         buf = self._buf
@@ -197,11 +199,11 @@ class KinetoFile:
             if events is None:
                 continue
             index += 1
-            yield _write_chunk(directory, index, events, self._read.n)
+            yield _write_chunk(directory, index, events, self._read.n, self.keep_python)
         events = self._finish(bytes(buf))
         buf.clear()
         index += 1
-        yield _write_chunk(directory, index, events, self._read.n)
+        yield _write_chunk(directory, index, events, self._read.n, self.keep_python)
 
     def _cut(self, buf: bytearray) -> list[Event] | None:
         """Decode the whole events at the head of ``buf`` (removing them from it), or None."""
@@ -258,10 +260,13 @@ def _decode(path: Path, data: bytes | msgspec.Raw) -> list[Event]:
             gc.enable()
 
 
-def _write_chunk(directory: Path, index: int, events: list[Event], input_bytes_done: int) -> Chunk:
+def _write_chunk(
+    directory: Path, index: int, events: list[Event], input_bytes_done: int, keep_python: bool
+) -> Chunk:
     device = [e for e in events if e.cat in DEVICE_CATS and e.ph == "X"]
-    host = [e for e in events if e.ph == "X" and e.cat not in DEVICE_CATS and e.cat not in SKIPPED_CATS]
-    n_python = sum(1 for e in events if e.cat in SKIPPED_CATS)
+    skipped = frozenset() if keep_python else SKIPPED_CATS
+    host = [e for e in events if e.ph == "X" and e.cat not in DEVICE_CATS and e.cat not in skipped]
+    n_python = sum(1 for e in events if e.cat in skipped)
     n_flow = sum(1 for e in events if e.ph in _FLOW_PHASES)
     return Chunk(
         _write_events(directory / f"{index:06d}.device.json", device),
@@ -398,7 +403,7 @@ class KinetoParser(Parser, format_name="kineto"):
         return "not a PyTorch profiler trace"
 
     def parse(self, files: list[Path], ctx: IngestContext) -> None:
-        opened = [KinetoFile(p).open() for p in files]
+        opened = [KinetoFile(p, keep_python=ctx.python_events).open() for p in files]
         ranks = _assign_ranks(opened)
         with tempfile.TemporaryDirectory(prefix="tracekit-kineto-", dir=_scratch_dir()) as tmp:
             for kf, (rank, source) in zip(opened, ranks):
