@@ -313,8 +313,8 @@ SELECT * FROM xla_op_costs;
 
 CREATE OR REPLACE VIEW module_executions AS
 SELECT run_id, rank, device, name AS module_name,
-       regexp_extract(name, '^(.*)\(([0-9]+)\)$', 1) AS module,
-       regexp_extract(name, '^(.*)\(([0-9]+)\)$', 2) AS program_id,
+       nullif(regexp_extract(name, '^(.*)\(([0-9]+)\)$', 1), '') AS module,
+       nullif(regexp_extract(name, '^(.*)\(([0-9]+)\)$', 2), '') AS program_id,
        start_ns, dur_ns, start_ns + dur_ns AS end_ns, args
 FROM host_events WHERE category = 'xla_module';
 
