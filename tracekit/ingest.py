@@ -200,7 +200,7 @@ def _write_run(
             "run_id": item.run_id,
             "sha": item.content_sha256,
             "source": str(item.source),
-            "format": item.format,
+            "format": REGISTRY[item.format].run_format,
             "vendor": vendor,
             "device_name": device_name,
             "label": label,
@@ -238,7 +238,7 @@ def _write_run(
     return IngestResult(
         run_id=item.run_id,
         source=str(item.source),
-        format=item.format,
+        format=REGISTRY[item.format].run_format,
         created=True,
         vendor=vendor,
         device_name=device_name,

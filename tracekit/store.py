@@ -2,7 +2,8 @@
 
 Base tables hold what the parsers write; the *views* ``runs``, ``kernels``, ``ops``,
 ``runtime_calls``, ``launches``, ``kernel_ops``, ``graph_launches``, ``annotations``, ``syncs``,
-``devices`` and ``ranks``
+``devices``, ``ranks``, ``counters``, ``compiles``, ``op_costs``, ``xla_modules`` and
+``module_executions``
 are the public contract that tests, the dashboard, CI alerts and outside scripts query.
 Columns may be added to them; existing names never change. ``docs/schema.md`` documents every
 column with its unit.
@@ -103,6 +104,9 @@ CREATE TABLE device_meta (
     peak_tflops     DOUBLE,
     peak_hbm_gbps   DOUBLE,
     memory_bandwidth_gbps DOUBLE,
+    xcc_count       INTEGER,
+    simd_per_cu     INTEGER,
+    max_waves_per_cu INTEGER,
     properties      JSON
 );
 CREATE TABLE device_activity (
@@ -144,7 +148,13 @@ CREATE TABLE device_activity (
     model_flops     DOUBLE,
     bytes_accessed  DOUBLE,
     hbm_bytes       DOUBLE,
-    args            VARCHAR
+    args            VARCHAR,
+    dispatch_id     BIGINT,
+    queue_id        VARCHAR,
+    scratch_bytes   BIGINT,
+    vgpr_count      INTEGER,
+    accum_vgpr_count INTEGER,
+    sgpr_count      INTEGER
 );
 CREATE TABLE host_events (
     run_id          VARCHAR NOT NULL,
@@ -196,6 +206,17 @@ CREATE TABLE xla_op_costs (
     deduplicated_name VARCHAR,
     source          VARCHAR
 );
+CREATE TABLE counter_values (
+    run_id          VARCHAR NOT NULL,
+    rank            INTEGER NOT NULL,
+    device          INTEGER,
+    correlation_id  BIGINT,
+    dispatch_id     BIGINT,
+    kernel_name     VARCHAR,
+    counter         VARCHAR NOT NULL,
+    value           DOUBLE,
+    pass            VARCHAR
+);
 CREATE TABLE xla_module_meta (
     run_id          VARCHAR NOT NULL,
     rank            INTEGER NOT NULL,
@@ -225,8 +246,13 @@ SELECT run_id, rank, device, stream, category, name, start_ns, dur_ns, correlati
        shared_mem_bytes, blocks_per_cu, warps_per_cu, est_occupancy_pct, bytes, bandwidth_gbps,
        kind, collective_name, in_msg_nelems, out_msg_nelems, group_size, dtype,
        device_start_ns, device_dur_ns, op_metadata_id, hlo_module, hlo_category, program_id,
-       flops, model_flops, bytes_accessed, hbm_bytes, args
+       flops, model_flops, bytes_accessed, hbm_bytes, args, dispatch_id, queue_id, scratch_bytes,
+       vgpr_count, accum_vgpr_count, sgpr_count
 FROM device_activity;
+
+CREATE OR REPLACE VIEW counters AS
+SELECT run_id, rank, device, correlation_id, dispatch_id, kernel_name, counter, value, pass
+FROM counter_values;
 
 CREATE OR REPLACE VIEW ops AS
 SELECT run_id, rank, pid, tid, name, start_ns, dur_ns, start_ns + dur_ns AS end_ns,
@@ -305,7 +331,7 @@ SELECT run_id, rank, device, name, vendor, arch, compute_units, warp_size, memor
        compute_major, compute_minor, max_threads_per_block, max_threads_per_cu, regs_per_block,
        regs_per_cu, shared_mem_per_block_bytes, shared_mem_per_cu_bytes,
        shared_mem_per_block_optin_bytes, device_type, clock_mhz, peak_tflops, peak_hbm_gbps,
-       memory_bandwidth_gbps, properties
+       memory_bandwidth_gbps, xcc_count, simd_per_cu, max_waves_per_cu, properties
 FROM device_meta;
 
 CREATE OR REPLACE VIEW op_costs AS
@@ -408,7 +434,7 @@ MIGRATIONS: dict[int, Migration] = {}
 
 _RUN_TABLES = (
     "device_activity", "host_events", "device_meta", "rank_meta", "xla_op_costs", "xla_module_meta",
-    "run_meta",
+    "counter_values", "run_meta",
 )
 
 

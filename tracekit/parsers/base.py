@@ -22,6 +22,9 @@ class Parser:
     """Base class of the format parsers. Subclasses register under ``format_name``."""
 
     format_name: ClassVar[str]
+    #: What ``runs.format`` says for runs this parser makes (defaults to ``format_name``; the
+    #: rocprofv3 CSV and JSON parsers both write ``rocprofv3``).
+    run_format: ClassVar[str] = ""
     #: File name endings this format uses (for directory scans and error messages).
     suffixes: ClassVar[tuple[str, ...]] = ()
 
@@ -29,6 +32,7 @@ class Parser:
         super().__init_subclass__(**kw)
         if format_name is not None:
             cls.format_name = format_name
+            cls.run_format = cls.__dict__.get("run_format") or format_name
             REGISTRY[format_name] = cls
 
     def sniff(self, path: Path) -> bool:
@@ -98,6 +102,9 @@ class DeviceInfo:
     peak_tflops: float | None = None
     peak_hbm_gbps: float | None = None
     memory_bandwidth_gbps: float | None = None
+    xcc_count: int | None = None
+    simd_per_cu: int | None = None
+    max_waves_per_cu: int | None = None
 
     #: Columns of ``device_meta`` filled from this object, in ``row()`` order.
     COLUMNS = (
@@ -105,7 +112,8 @@ class DeviceInfo:
         "memory_bytes", "compute_major", "compute_minor", "max_threads_per_block",
         "max_threads_per_cu", "regs_per_block", "regs_per_cu", "shared_mem_per_block_bytes",
         "shared_mem_per_cu_bytes", "shared_mem_per_block_optin_bytes", "device_type", "clock_mhz",
-        "peak_tflops", "peak_hbm_gbps", "memory_bandwidth_gbps", "properties",
+        "peak_tflops", "peak_hbm_gbps", "memory_bandwidth_gbps", "xcc_count", "simd_per_cu",
+        "max_waves_per_cu", "properties",
     )
 
     def row(self, run_id: str) -> tuple[Any, ...]:
@@ -115,8 +123,8 @@ class DeviceInfo:
             self.max_threads_per_block, self.max_threads_per_cu, self.regs_per_block,
             self.regs_per_cu, self.shared_mem_per_block_bytes, self.shared_mem_per_cu_bytes,
             self.shared_mem_per_block_optin_bytes, self.device_type, self.clock_mhz,
-            self.peak_tflops, self.peak_hbm_gbps, self.memory_bandwidth_gbps,
-            json.dumps(self.properties, default=str),
+            self.peak_tflops, self.peak_hbm_gbps, self.memory_bandwidth_gbps, self.xcc_count,
+            self.simd_per_cu, self.max_waves_per_cu, json.dumps(self.properties, default=str),
         )
 
 
