@@ -339,8 +339,8 @@ SELECT * FROM xla_op_costs;
 
 CREATE OR REPLACE VIEW module_executions AS
 SELECT run_id, rank, device, name AS module_name,
-       nullif(regexp_extract(name, '^(.*)\(([0-9]+)\)$', 1), '') AS module,
-       nullif(regexp_extract(name, '^(.*)\(([0-9]+)\)$', 2), '') AS program_id,
+       nullif(regexp_extract(name, '^(.*)\\(([0-9]+)\\)$', 1), '') AS module,
+       nullif(regexp_extract(name, '^(.*)\\(([0-9]+)\\)$', 2), '') AS program_id,
        start_ns, dur_ns, start_ns + dur_ns AS end_ns, args
 FROM host_events WHERE category = 'xla_module';
 
@@ -383,7 +383,7 @@ outermost AS (
 ),
 dispatch AS (  -- JAX: the jitted function being dispatched on the compiling thread
     SELECT run_id, rank, pid, tid, start_ns, start_ns + dur_ns AS end_ns, dur_ns,
-           regexp_extract(name, '^PjitFunction\((.*)\)$', 1) AS function
+           regexp_extract(name, '^PjitFunction\\((.*)\\)$', 1) AS function
     FROM host_events WHERE name LIKE 'PjitFunction(%'
 ),
 markers AS (  -- torch.compile: dynamo's "<stage>_data: ..., compile_id=F/N" markers
