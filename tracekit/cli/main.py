@@ -16,8 +16,6 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, DownloadColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
 from tracekit import __version__
 from tracekit.errors import TracekitError
@@ -117,6 +115,10 @@ def ingest(
     store_path = store if store is not None else default_store_path()
     try:
         if show_progress:
+            from rich.progress import (
+                BarColumn, DownloadColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn,
+            )
+
             with Progress(
                 SpinnerColumn(),
                 TextColumn("ingesting"),
@@ -152,6 +154,8 @@ def ingest(
     if as_json:
         sys.stdout.write(json.dumps([r.as_dict() for r in results], indent=2) + "\n")
         return
+    from rich.table import Table
+
     table = Table(title=f"ingested into {store_path}", title_justify="left")
     for col in ("run", "status", "vendor", "device", "files", "device events", "host events"):
         table.add_column(col, overflow="fold")
@@ -173,6 +177,8 @@ def ingest(
 
 def _print_found(store_path: Path, run_ids: list[str]) -> None:
     """What each new run holds: where the time went (device kernels, else host ops)."""
+    from rich.table import Table
+
     from tracekit.api import top_activity
 
     for run_id in run_ids:
@@ -212,6 +218,8 @@ def _emit(columns: list[str], rows: list[tuple[Any, ...]], fmt: str, title: str 
         for r in rows:
             w.writerow(["" if v is None else json.dumps(_cell(v)) if isinstance(v, (dict, list)) else _cell(v) for v in r])
     else:
+        from rich.table import Table
+
         table = Table(title=title, title_justify="left")
         for c in columns:
             table.add_column(c, overflow="fold")
