@@ -75,9 +75,33 @@ def _sniff(path: Path, format_name: str | None) -> str | None:
     return None
 
 
+#: rocprofv3 writes the same records in every ``--output-format`` asked for; in one output folder
+#: the most complete copy is read: rocpd (copy sizes, full agent records), then JSON, then CSV.
+_ROCPROF_PREFERENCE = ("rocpd", "rocprofv3_json", "rocprofv3")
+
+
 def _drop_derived_traces(by_format: dict[str, list[Path]]) -> None:
-    """A JAX/XLA profile session holds ``<host>.xplane.pb`` and, derived from the same capture,
-    ``<host>.trace.json.gz``: the XPlane is the complete source, so the JSON copy is left out."""
+    """Leave out second copies of the same capture in one directory.
+
+    * A JAX/XLA profile session holds ``<host>.xplane.pb`` and, derived from the same capture,
+      ``<host>.trace.json.gz``: the XPlane is the complete source, so the JSON copy is left out.
+    * A rocprofv3 output folder written with ``--output-format rocpd json csv`` holds the same
+      records three times: only the most complete format is read (``_ROCPROF_PREFERENCE``).
+    """
+    def capture(f: Path) -> tuple[Path, str]:  # rocprofv3 names every file <prefix>_<what>
+        return f.parent, f.name.split("_", 1)[0]
+
+    kept: set[tuple[Path, str]] = set()
+    for fmt in _ROCPROF_PREFERENCE:
+        files = by_format.get(fmt)
+        if not files:
+            continue
+        rest = [f for f in files if capture(f) not in kept]
+        kept |= {capture(f) for f in files}
+        if rest:
+            by_format[fmt] = rest
+        else:
+            del by_format[fmt]
     xplanes = by_format.get("xplane")
     kineto = by_format.get("kineto")
     if not xplanes or not kineto:
@@ -179,8 +203,11 @@ def _write_run(
 ) -> IngestResult:
     ctx = IngestContext(con, item.run_id, progress, python_events=python_events)
     get_parser(item.format).parse(item.files, ctx)
-    for info, h in zip(ctx.ranks, item.file_hashes):
-        info.file_sha256 = h
+    hash_of = dict(zip(item.files, item.file_hashes))
+    for info in ctx.ranks:
+        # a rank read from one file carries that file's hash; a rank assembled from several
+        # files (a rocprofv3 CSV prefix) carries the run's content hash
+        info.file_sha256 = hash_of.get(Path(info.path), item.content_sha256)
     vendor, device_name = _run_vendor(con, ctx)
     captured = [r.captured_at_unix_s for r in ctx.ranks if r.captured_at_unix_s is not None]
     captured_at = (

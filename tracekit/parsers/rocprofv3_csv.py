@@ -1,0 +1,771 @@
+"""rocprofv3 CSV output: ``<prefix>_kernel_trace.csv``, ``_memory_copy_trace.csv``, ``_*_api_trace.csv``,
+``_counter_collection.csv``, ``_agent_info.csv`` ... of one or more processes.
+
+A file's type is recognized from its header row, never from its name, and every column is read by
+header name (case-insensitively), so the ROCm 6.x layout (integer ``Agent_Id``, no ``Stream_Id``,
+``Private_Segment_Size``/``Group_Segment_Size``), the ROCm 7.x layout (``"Agent N"``, ``Stream_Id``,
+``LDS_Block_Size``, register counts) and ``rocpd convert`` output (extra ``Guid``/``Pid`` columns)
+all read the same. DuckDB reads each file with ``read_csv`` (every column as text, header given
+explicitly) and one ``INSERT ... SELECT`` per file does all per-row conversion.
+
+Conventions shared by every AMD reader (rocprofv3 CSV/JSON, rocpd, RPD):
+
+* one rank per process: files are grouped by their ``<prefix>`` (the part of the name before the
+  type, by default the pid) and directory, ranks are numbered by pid;
+* ``device`` is the HIP device index: GPU agents of ``agent_info`` ordered by logical node id are
+  devices 0, 1, ...; without ``agent_info`` the GPU agent ids seen are numbered in ascending order.
+  The agent id as the file writes it and its node id stay in ``args``;
+* grids are stored in workgroups (rocprofv3 writes work-items); a copy's device is its destination
+  GPU, else its source GPU; the CSV has no copy sizes (``bytes`` is NULL);
+* counters (``Counter_Value`` is already the sum over hardware instances) are summed per
+  (dispatch, counter); ``pass`` is the ``pmc_N``/``pass_N`` folder the file sits in; when counters
+  come from several separately named outputs (``decode_stall_*``, ``decode_fetch_*``: separate
+  executions) without pass folders, ``pass`` is that output's prefix;
+* memory allocation, scratch memory and PC-sampling records are counted but not stored; summary
+  statistics files (``*_stats.csv``) are skipped: both are listed with the reason in the rank's
+  metadata (``skipped_files``).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from tracekit.errors import TraceInputError
+from tracekit.parsers._io import read_head
+from tracekit.parsers.base import DeviceInfo, IngestContext, Parser, RankInfo
+
+# ---------------------------------------------------------------------------------------------
+# File types, recognized from the header (lower-cased column names).
+
+
+@dataclass(frozen=True)
+class CsvType:
+    """One rocprofv3 CSV type: how to recognize it and what it needs."""
+
+    name: str
+    #: the header must contain every column of one of these sets
+    signatures: tuple[frozenset[str], ...]
+    #: columns without which the file cannot be read (as rocprofv3 spells them)
+    required: tuple[str, ...]
+    #: None: stored; else why the file's records are not stored
+    skip_reason: str | None = None
+    #: True for skipped files whose rows are trace records (counted as skipped events)
+    records: bool = True
+
+
+def _sig(*names: str) -> frozenset[str]:
+    return frozenset(n.lower() for n in names)
+
+
+KERNEL = CsvType(
+    "kernel_trace", (_sig("Kind", "Kernel_Name"),), ("Kernel_Name", "Start_Timestamp", "End_Timestamp")
+)
+COUNTER = CsvType(
+    "counter_collection",
+    (_sig("Counter_Name", "Counter_Value"),),
+    ("Dispatch_Id", "Counter_Name", "Counter_Value"),
+)
+COPY = CsvType(
+    "memory_copy_trace",
+    (_sig("Direction", "Source_Agent_Id"), _sig("Direction", "Destination_Agent_Id")),
+    ("Direction", "Start_Timestamp", "End_Timestamp"),
+)
+API = CsvType(
+    "api_trace", (_sig("Domain", "Function"),), ("Domain", "Function", "Start_Timestamp", "End_Timestamp")
+)
+AGENT = CsvType("agent_info", (_sig("Node_Id", "Agent_Type"),), ("Node_Id", "Agent_Type"))
+ALLOC = CsvType(
+    "memory_allocation_trace",
+    (_sig("Operation", "Allocation_Size", "Address"),),
+    (),
+    skip_reason="memory allocation records are not stored (counted as skipped events)",
+)
+SCRATCH = CsvType(
+    "scratch_memory_trace",
+    (_sig("Operation", "Alloc_Flags"),),
+    (),
+    skip_reason="scratch memory records are not stored (counted as skipped events)",
+)
+PC_SAMPLING = CsvType(
+    "pc_sampling",
+    (_sig("Sample_Timestamp", "Instruction"),),
+    (),
+    skip_reason="PC samples are not stored (counted as skipped events)",
+)
+STATS = CsvType(
+    "stats",
+    (_sig("Name", "Calls", "TotalDurationNs"),),
+    (),
+    skip_reason="summary statistics (*_stats.csv): derivable from the trace records, not stored",
+    records=False,
+)
+#: In recognition order: counter_collection before kernel_trace (both have Kernel_Name).
+CSV_TYPES = (COUNTER, KERNEL, COPY, API, AGENT, ALLOC, SCRATCH, PC_SAMPLING, STATS)
+
+#: Type names rocprofv3 and ``rocpd convert`` put after ``<prefix>_`` in file names (longest
+#: first), used only to find the prefix; the type itself always comes from the header.
+_NAME_SUFFIXES = sorted(
+    (
+        "kernel_trace",
+        "memory_copy_trace",
+        "memory_allocation_trace",
+        "scratch_memory_trace",
+        "hip_api_trace",
+        "hsa_api_trace",
+        "marker_api_trace",
+        "rccl_api_trace",
+        "rocdecode_api_trace",
+        "rocjpeg_api_trace",
+        "ompt_api_trace",
+        "counter_collection",
+        "counter_collection_trace",
+        "agent_info",
+        "region_trace",
+        "pc_sampling_host_trap",
+        "pc_sampling_stochastic",
+        "kernel_stats",
+        "hip_api_stats",
+        "hsa_api_stats",
+        "marker_api_stats",
+        "rccl_api_stats",
+        "memory_copy_stats",
+        "memory_allocation_stats",
+        "scratch_memory_stats",
+        "counter_collection_stats",
+        "rocdecode_api_stats",
+        "rocjpeg_api_stats",
+        "domain_stats",
+    ),
+    key=len,
+    reverse=True,
+)
+_PASS_DIR = re.compile(r"^(pmc|pass)_\d+$")
+
+
+def read_header(path: Path) -> list[str] | None:
+    """The header row of a CSV file (None if the start of the file is not a CSV header)."""
+    try:
+        head = read_head(path, 64 << 10)
+    except TraceInputError:
+        return None
+    if b"\x00" in head:
+        return None
+    text = head.decode("utf-8", errors="replace").lstrip("\ufeff")
+    line = text.split("\n", 1)[0].rstrip("\r")
+    if not line.strip():
+        return None
+    try:
+        row = next(csv.reader(io.StringIO(line)))
+    except (csv.Error, StopIteration):
+        return None
+    return [c.strip() for c in row]
+
+
+def classify(header: Iterable[str]) -> CsvType | None:
+    """The rocprofv3 CSV type whose signature the header carries, or None."""
+    names = {h.lower() for h in header}
+    for t in CSV_TYPES:
+        if any(sig <= names for sig in t.signatures):
+            return t
+    return None
+
+
+def _first_row(path: Path) -> dict[str, str]:
+    """The first data row as {lower-cased column: value} (empty if none); reads a few KiB."""
+    try:
+        head = read_head(path, 256 << 10)
+    except TraceInputError:
+        return {}
+    text = head.decode("utf-8", errors="replace").lstrip("\ufeff")
+    rows = csv.reader(io.StringIO(text))
+    try:
+        header = next(rows)
+        row = next(rows)
+    except (csv.Error, StopIteration):
+        return {}
+    return {h.strip().lower(): v for h, v in zip(header, row)}
+
+
+def split_name(path: Path) -> str:
+    """``<prefix>`` of ``<prefix>_<type>.csv``; the whole stem when the name has no known type."""
+    stem = path.name[: -len(".csv")] if path.name.lower().endswith(".csv") else path.stem
+    low = stem.lower()
+    for suffix in _NAME_SUFFIXES:
+        if low == suffix:
+            return ""
+        if low.endswith("_" + suffix):
+            return stem[: -len(suffix) - 1]
+    return stem
+
+
+def pass_of(path: Path) -> str | None:
+    """The ``pmc_N``/``pass_N`` folder a file sits in (one of its three nearest parents), or None."""
+    for parent in list(path.parents)[:3]:
+        if _PASS_DIR.match(parent.name):
+            return parent.name
+    return None
+
+
+# ---------------------------------------------------------------------------------------------
+# Agents → HIP device indices; agent records → DeviceInfo (shared with the JSON reader).
+
+
+@dataclass
+class Agent:
+    """One agent as ``agent_info.csv`` or ``results.json`` describe it (property keys lower-case)."""
+
+    node_id: int | None
+    logical_node_id: int | None
+    is_gpu: bool
+    type_name: str
+    type_index: int | None
+    props: dict[str, Any]
+    device: int | None = None  # HIP device index (GPU agents only)
+
+
+def number_devices(agents: list[Agent]) -> None:
+    """Number GPU agents 0, 1, ... by logical node id (node id when it is missing), as HIP does."""
+    gpus = [a for a in agents if a.is_gpu]
+    gpus.sort(
+        key=lambda a: (a.logical_node_id if a.logical_node_id is not None else a.node_id or 0, a.node_id or 0)
+    )
+    for i, a in enumerate(gpus):
+        a.device = i
+
+
+def _to_int(v: Any) -> int | None:
+    if v is None or isinstance(v, bool):
+        return None
+    if isinstance(v, int):
+        return v
+    if isinstance(v, float):
+        return int(v)
+    try:
+        return int(str(v).strip())
+    except ValueError:
+        try:
+            return int(float(str(v).strip()))
+        except ValueError:
+            return None
+
+
+def _positive(v: Any) -> int | None:
+    i = _to_int(v)
+    return i if i is not None and i > 0 else None
+
+
+def device_info(rank: int, agent: Agent, memory_bytes: int | None = None) -> DeviceInfo:
+    """DeviceInfo of a GPU agent from its agent_info/JSON properties (keys lower-case)."""
+    p = agent.props
+
+    def s(key: str) -> str | None:
+        v = p.get(key)
+        return str(v).strip() or None if v is not None else None
+
+    arch = s("name")
+    name = s("product_name") or s("market_name") or s("model_name") or arch
+    gfx_version = _positive(p.get("gfx_target_version"))  # major*10000 + minor*100 + stepping
+    major = gfx_version // 10000 if gfx_version else None
+    minor = (gfx_version // 100) % 100 if gfx_version else None
+    wave = _positive(p.get("wave_front_size"))
+    waves_per_cu = _positive(p.get("max_waves_per_cu"))
+    lds_kb = _positive(p.get("lds_size_in_kb"))
+    clock = _positive(p.get("max_engine_clk_fcompute"))
+    return DeviceInfo(
+        rank=rank,
+        device=agent.device if agent.device is not None else 0,
+        name=name,
+        vendor="amd",
+        arch=arch,
+        compute_units=_positive(p.get("cu_count")),
+        warp_size=wave,
+        memory_bytes=memory_bytes if memory_bytes is not None else _positive(p.get("local_mem_size")),
+        compute_major=major,
+        compute_minor=minor,
+        max_threads_per_block=_positive(p.get("workgroup_max_size")),
+        max_threads_per_cu=waves_per_cu * wave if waves_per_cu and wave else None,
+        regs_per_block=None,
+        regs_per_cu=None,
+        shared_mem_per_block_bytes=lds_kb * 1024 if lds_kb else None,
+        shared_mem_per_cu_bytes=lds_kb * 1024 if lds_kb else None,
+        shared_mem_per_block_optin_bytes=None,
+        properties=dict(p),
+        clock_mhz=float(clock) if clock else None,
+        xcc_count=_positive(p.get("num_xcc")),
+        simd_per_cu=_positive(p.get("simd_per_cu")),
+        max_waves_per_cu=waves_per_cu,
+    )
+
+
+def _read_agent_info(path: Path) -> list[Agent]:
+    agents: list[Agent] = []
+    try:
+        with path.open(newline="", encoding="utf-8", errors="replace") as f:
+            rows = list(csv.DictReader(f))
+    except (OSError, csv.Error) as exc:
+        raise TraceInputError(path, f"cannot read agent_info CSV: {exc}") from None
+    type_counts: dict[str, int] = {}
+    for row in rows:
+        props: dict[str, Any] = {}
+        for k, v in row.items():
+            if k is None:
+                continue
+            key = k.strip().lower()
+            iv = _to_int(v) if v is not None and re.fullmatch(r"\s*-?\d+\s*", v) else None
+            props[key] = iv if iv is not None else (v.strip() if isinstance(v, str) else v)
+        type_name = str(props.get("agent_type") or "").upper()
+        idx = type_counts.get(type_name, 0)
+        type_counts[type_name] = idx + 1
+        agents.append(
+            Agent(
+                node_id=_to_int(props.get("node_id")),
+                logical_node_id=_to_int(props.get("logical_node_id")),
+                is_gpu=type_name == "GPU",
+                type_name=type_name,
+                type_index=idx,
+                props=props,
+            )
+        )
+    number_devices(agents)
+    return agents
+
+
+_AGENT_NUM = re.compile(r"(\d+)\s*$")
+
+
+def _agent_keys(a: Agent) -> list[str]:
+    """Every spelling a CSV uses for this agent: "Agent <logical id>" (ROCm 7 default),
+    "<node id>" (ROCm 6.x), "GPU <type index>" (``--agent-index type-relative``)."""
+    keys = []
+    if a.logical_node_id is not None:
+        keys.append(f"Agent {a.logical_node_id}")
+    if a.node_id is not None:
+        keys.append(str(a.node_id))
+        if a.logical_node_id is None:
+            keys.append(f"Agent {a.node_id}")
+    if a.type_name and a.type_index is not None:
+        keys.append(f"{a.type_name} {a.type_index}")
+    return keys
+
+
+def _agents_from_seen(seen: Iterable[str]) -> list[Agent]:
+    """GPU agents numbered in ascending order of the ids seen (no agent_info); "GPU N" is device N."""
+    agents: list[Agent] = []
+    plain = []
+    for raw in sorted({s.strip() for s in seen if s and s.strip()}):
+        m = _AGENT_NUM.search(raw)
+        if m is None:
+            continue
+        n = int(m.group(1))
+        if raw.upper().startswith("GPU"):
+            agents.append(Agent(None, None, True, "GPU", n, {}, device=n))
+        elif not raw.upper().startswith("CPU"):
+            plain.append((n, raw))
+    taken = {a.device for a in agents}
+    nxt = 0
+    for n, raw in sorted(plain):
+        while nxt in taken:
+            nxt += 1
+        agents.append(Agent(n, n, True, "GPU", None, {"agent_id": raw}, device=nxt))
+        taken.add(nxt)
+    return agents
+
+
+# ---------------------------------------------------------------------------------------------
+# SQL per file type.
+
+
+def _lit(v: Any) -> str:
+    if v is None:
+        return "NULL"
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        return repr(v)
+    return "'" + str(v).replace("'", "''") + "'"
+
+
+class _Cols:
+    """SQL expressions for a file's columns, looked up case-insensitively by rocprofv3's names."""
+
+    def __init__(self, header: list[str]) -> None:
+        self.by_lower = {h.lower(): h for h in reversed(header)}
+
+    def has(self, *names: str) -> bool:
+        return any(n.lower() in self.by_lower for n in names)
+
+    def raw(self, *names: str) -> str:
+        """The first present column (trimmed text, '' as NULL), else NULL."""
+        for n in names:
+            h = self.by_lower.get(n.lower())
+            if h is not None:
+                q = '"' + h.replace('"', '""') + '"'
+                return f"NULLIF(trim({q}), '')"
+        return "NULL"
+
+    def int(self, *names: str) -> str:
+        return f"TRY_CAST({self.raw(*names)} AS BIGINT)"
+
+    def req_int(self, name: str) -> str:
+        """A required integer column: a row without it, or with text in it, is an error."""
+        r = self.raw(name)
+        return f"CASE WHEN {r} IS NULL THEN error('a row has no {name}') ELSE CAST({r} AS BIGINT) END"
+
+
+def _read_sql(path: Path, header: list[str]) -> str:
+    cols = ", ".join(f"{_lit(h)}: 'VARCHAR'" for h in header)
+    return (
+        f"read_csv({_lit(str(path))}, header = true, auto_detect = false, columns = {{{cols}}}, "
+        "delim = ',', quote = '\"', escape = '\"', strict_mode = true, null_padding = false)"
+    )
+
+
+def _agent_map_sql(agents: list[Agent]) -> str:
+    rows = []
+    for a in agents:
+        if not a.is_gpu or a.device is None:
+            continue
+        for key in _agent_keys(a) or [str(a.props.get("agent_id", ""))]:
+            rows.append(f"({_lit(key)}, {a.device}, {_lit(a.node_id)})")
+    if not rows:
+        return "(SELECT NULL::VARCHAR AS agent, NULL::INTEGER AS device, NULL::BIGINT AS node WHERE false)"
+    return "(SELECT * FROM (VALUES " + ", ".join(rows) + ") AS m(agent, device, node))"
+
+
+def _kernel_sql(c: _Cols, src: str, amap: str) -> str:
+    wg = [c.int(f"Workgroup_Size_{d}") for d in "XYZ"]
+    grid = [c.int(f"Grid_Size_{d}") for d in "XYZ"]
+    blocks = [f"CAST(CASE WHEN {w} > 0 THEN ({g} + {w} - 1) // {w} END AS INTEGER)" for g, w in zip(grid, wg)]
+    agent = c.raw("Agent_Id")
+    start, end = c.req_int("Start_Timestamp"), c.req_int("End_Timestamp")
+    return f"""
+INSERT INTO device_activity (run_id, rank, device, stream, category, name, start_ns, dur_ns,
+    correlation_id, external_id, trace_category, pid, tid, grid_x, grid_y, grid_z, block_x, block_y,
+    block_z, shared_mem_bytes, args, dispatch_id, queue_id, scratch_bytes, vgpr_count,
+    accum_vgpr_count, sgpr_count)
+SELECT $run_id, $rank, m.device, coalesce(t.stream, t.queue), 'kernel', coalesce(t.name, ''),
+    t.s, t.e - t.s, t.corr, NULL, coalesce(t.kind, 'KERNEL_DISPATCH'), $pid, t.tid,
+    t.gx, t.gy, t.gz, t.wx, t.wy, t.wz, t.lds, json_object('agent', t.agent, 'agent_node_id', m.node,
+    'kernel_id', t.kernel_id), t.dispatch, t.queue, t.scratch, t.vgpr, t.agpr, t.sgpr
+FROM (SELECT {agent} AS agent, {c.raw("Stream_Id")} AS stream, {c.raw("Queue_Id")} AS queue,
+        {c.raw("Kernel_Name")} AS name, {start} AS s, {end} AS e, {c.int("Correlation_Id")} AS corr,
+        {c.raw("Kind")} AS kind, {c.raw("Thread_Id")} AS tid,
+        {blocks[0]} AS gx, {blocks[1]} AS gy, {blocks[2]} AS gz,
+        CAST({wg[0]} AS INTEGER) AS wx, CAST({wg[1]} AS INTEGER) AS wy, CAST({wg[2]} AS INTEGER) AS wz,
+        {c.int("LDS_Block_Size", "Group_Segment_Size", "Lds_Size")} AS lds,
+        {c.int("Scratch_Size", "Private_Segment_Size")} AS scratch,
+        {c.int("Kernel_Id")} AS kernel_id, {c.int("Dispatch_Id")} AS dispatch,
+        CAST({c.int("VGPR_Count", "Arch_VGPR_Count")} AS INTEGER) AS vgpr,
+        CAST({c.int("Accum_VGPR_Count")} AS INTEGER) AS agpr,
+        CAST({c.int("SGPR_Count")} AS INTEGER) AS sgpr
+      FROM {src}) t
+LEFT JOIN {amap} m ON m.agent = t.agent
+"""
+
+
+def _copy_sql(c: _Cols, src: str, amap: str) -> str:
+    start, end = c.req_int("Start_Timestamp"), c.req_int("End_Timestamp")
+    return f"""
+INSERT INTO device_activity (run_id, rank, device, stream, category, name, start_ns, dur_ns,
+    correlation_id, external_id, trace_category, pid, tid, kind, args, queue_id)
+SELECT $run_id, $rank, coalesce(d.device, s.device), coalesce(t.stream, t.queue), 'memcpy',
+    coalesce(t.direction, ''), t.s, t.e - t.s, t.corr, NULL, coalesce(t.kind, 'MEMORY_COPY'),
+    $pid, t.tid, t.direction,
+    json_object('src_agent', t.src, 'dst_agent', t.dst, 'src_agent_node_id', s.node,
+                'dst_agent_node_id', d.node),
+    t.queue
+FROM (SELECT {c.raw("Direction")} AS direction, {c.raw("Source_Agent_Id")} AS src,
+        {c.raw("Destination_Agent_Id")} AS dst, {c.raw("Stream_Id")} AS stream,
+        {c.raw("Queue_Id")} AS queue, {c.raw("Thread_Id")} AS tid, {c.raw("Kind")} AS kind,
+        {c.int("Correlation_Id")} AS corr, {start} AS s, {end} AS e
+      FROM {src}) t
+LEFT JOIN {amap} s ON s.agent = t.src
+LEFT JOIN {amap} d ON d.agent = t.dst
+"""
+
+
+#: MARKER_CORE_API (roctxMark/RangePush/Pop) and MARKER_CORE_RANGE_API (roctx ranges) rows are
+#: annotations named by their message; MARKER_CONTROL_API / MARKER_NAME_API are API calls.
+ANNOTATION_DOMAINS = ("MARKER_CORE_API", "MARKER_CORE_RANGE_API")
+
+
+def _api_sql(c: _Cols, src: str) -> str:
+    start, end = c.req_int("Start_Timestamp"), c.req_int("End_Timestamp")
+    domains = ", ".join(_lit(d) for d in ANNOTATION_DOMAINS)
+    return f"""
+INSERT INTO host_events (run_id, rank, pid, tid, category, trace_category, name, start_ns, dur_ns,
+    correlation_id)
+SELECT $run_id, $rank, coalesce(t.pid, $pid), t.tid,
+    CASE WHEN t.domain IN ({domains}) THEN 'annotation' ELSE 'runtime' END,
+    coalesce(t.domain, ''), coalesce(t.function, ''), t.s, t.e - t.s, t.corr
+FROM (SELECT {c.raw("Domain")} AS domain, {c.raw("Function")} AS function,
+        {c.raw("Process_Id", "Pid")} AS pid, {c.raw("Thread_Id")} AS tid,
+        {c.int("Correlation_Id")} AS corr, {start} AS s, {end} AS e
+      FROM {src}) t
+"""
+
+
+def _counter_sql(c: _Cols, src: str, amap: str) -> str:
+    value = c.raw("Counter_Value")
+    return f"""
+INSERT INTO counter_values (run_id, rank, device, correlation_id, dispatch_id, kernel_name, counter,
+    value, pass)
+SELECT $run_id, $rank, m.device, t.corr, t.dispatch, t.kernel, t.counter, sum(t.value), $pass
+FROM (SELECT {c.raw("Agent_Id")} AS agent, {c.int("Correlation_Id")} AS corr,
+        {c.int("Dispatch_Id")} AS dispatch, {c.raw("Kernel_Name")} AS kernel,
+        {c.raw("Counter_Name")} AS counter,
+        CASE WHEN {value} IS NULL THEN error('a row has no Counter_Value')
+             ELSE CAST({value} AS DOUBLE) END AS value
+      FROM {src}) t
+LEFT JOIN {amap} m ON m.agent = t.agent
+GROUP BY ALL
+"""
+
+
+def duckdb_reason(exc: BaseException) -> str:
+    """DuckDB's CSV/conversion error as one short line."""
+    text = str(exc).strip()
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    if not lines:
+        return type(exc).__name__
+    first = re.sub(r"^[A-Za-z ]+ Error: ", "", lines[0])
+    m = re.match(r"CSV Error on Line: (\d+)", first)
+    if m:
+        detail = next((ln for ln in lines[1:] if not ln.startswith("Original Line")), "")
+        return f"malformed CSV at line {m.group(1)}: {detail.rstrip('.')} (truncated file?)"
+    return first
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class CsvFile:
+    path: Path
+    header: list[str]
+    type: CsvType
+    prefix: str
+    pass_name: str | None
+
+
+@dataclass
+class _Group:
+    """The files of one process (one ``<prefix>`` in one directory)."""
+
+    key: tuple[str, str]
+    prefix: str
+    files: list[CsvFile] = field(default_factory=list)
+    pid: int | None = None
+
+    def of(self, t: CsvType) -> list[CsvFile]:
+        return [f for f in self.files if f.type is t]
+
+
+def _group_key(f: CsvFile) -> tuple[str, str]:
+    parts = [p for p in f.path.parent.parts if not _PASS_DIR.match(p)]
+    return (str(Path(*parts)) if parts else "", f.prefix)
+
+
+def _pid_of(g: _Group) -> int | None:
+    if re.fullmatch(r"\d+", g.prefix):
+        return int(g.prefix)
+    for t in (API, COUNTER):
+        for f in g.of(t):
+            row = _first_row(f.path)
+            pid = _to_int(row.get("process_id") or row.get("pid"))
+            if pid is not None:
+                return pid
+    return None
+
+
+def open_csv(path: Path) -> CsvFile:
+    """Recognize ``path`` as a rocprofv3 CSV and check its required columns."""
+    header = read_header(path)
+    if header is None:
+        raise TraceInputError(path, "not a CSV file (no header row)")
+    t = classify(header)
+    if t is None:
+        raise TraceInputError(path, _unknown_header(header))
+    lower = {h.lower() for h in header}
+    missing = [r for r in t.required if r.lower() not in lower]
+    if missing:
+        raise TraceInputError(path, f"{t.name} CSV lacks required columns: {', '.join(missing)}")
+    return CsvFile(path, header, t, split_name(path), pass_of(path))
+
+
+def _unknown_header(header: list[str]) -> str:
+    shown = ", ".join(header[:6]) + (", ..." if len(header) > 6 else "")
+    return (
+        f"CSV header ({shown}) matches no rocprofv3 CSV type (kernel_trace, memory_copy_trace, "
+        "*_api_trace, counter_collection, agent_info, ...)"
+    )
+
+
+class RocprofCsvParser(Parser, format_name="rocprofv3"):
+    """Reads rocprofv3 CSV output: one file, or a directory of them (one run, a rank per process)."""
+
+    suffixes = (".csv",)
+
+    def sniff(self, path: Path) -> bool:
+        if not path.name.lower().endswith(".csv"):
+            return False
+        header = read_header(path)
+        return header is not None and classify(header) is not None
+
+    def explain(self, path: Path) -> str:
+        try:
+            open_csv(path)
+        except TraceInputError as exc:
+            return exc.reason
+        return "not a rocprofv3 CSV file"
+
+    def parse(self, files: list[Path], ctx: IngestContext) -> None:
+        opened = [open_csv(p) for p in files]
+        if not any(f.type.skip_reason is None and f.type is not AGENT for f in opened):
+            names = ", ".join(sorted({f.type.name for f in opened}))
+            raise TraceInputError(
+                files[0] if len(files) == 1 else files[0].parent,
+                f"no rocprofv3 trace or counter records to store (only {names})",
+            )
+        groups: dict[tuple[str, str], _Group] = {}
+        for f in opened:
+            key = _group_key(f)
+            groups.setdefault(key, _Group(key, f.prefix)).files.append(f)
+        for g in groups.values():
+            g.pid = _pid_of(g)
+        ordered = sorted(groups.values(), key=lambda g: (g.pid is None, g.pid or 0, g.key))
+        # Counters of several separately named outputs without pass folders: separate executions.
+        counter_prefixes = {g.prefix for g in ordered if g.of(COUNTER)}
+        named_passes = len(counter_prefixes) > 1 and all(p and not p.isdigit() for p in counter_prefixes)
+        run_agent_info = next((f for g in ordered for f in g.of(AGENT)), None)
+        for rank, g in enumerate(ordered):
+            self._parse_group(ctx, rank, g, run_agent_info, named_passes)
+
+    def _parse_group(
+        self, ctx: IngestContext, rank: int, g: _Group, run_agent_info: CsvFile | None, named_passes: bool
+    ) -> None:
+        con = ctx.con
+        own = g.of(AGENT)
+        info = own[0] if own else run_agent_info
+        agents = (
+            _read_agent_info(info.path)
+            if info is not None
+            else _agents_from_seen(self._seen_gpu_agents(con, g))
+        )
+        amap = _agent_map_sql(agents)
+        pid = str(g.pid) if g.pid is not None else None
+        counts = {"kernel": 0, "memcpy": 0, "api": 0, "counter_values": 0, "skipped_records": 0}
+        skipped: dict[str, str] = {}
+        for f in g.files:
+            if f.type is AGENT:
+                continue
+            src = _read_sql(f.path, f.header)
+            c = _Cols(f.header)
+            if f.type.skip_reason is not None:
+                skipped[f.path.name] = f.type.skip_reason
+                n = self._count(con, f, src) if f.type.records else 0
+                counts["skipped_records"] += n
+                ctx.progress(n, f.path.stat().st_size)
+                continue
+            if f.type is KERNEL:
+                sql, what = _kernel_sql(c, src, amap), "kernel"
+            elif f.type is COPY:
+                sql, what = _copy_sql(c, src, amap), "memcpy"
+            elif f.type is API:
+                sql, what = _api_sql(c, src), "api"
+            else:
+                sql, what = _counter_sql(c, src, amap), "counter_values"
+            pass_name = f.pass_name or (g.prefix if named_passes else None)
+            params: dict[str, Any] = {"run_id": ctx.run_id, "rank": rank, "pid": pid}
+            if f.type is COUNTER:
+                params["pass"] = pass_name
+                del params["pid"]
+            try:
+                n = int(con.execute(sql, params).fetchall()[0][0])
+            except duckdb.Error as exc:
+                raise TraceInputError(f.path, f"{f.type.name} CSV: {duckdb_reason(exc)}") from None
+            counts[what] += n
+            ctx.progress(0 if f.type is COUNTER else n, f.path.stat().st_size)
+        first_ns, last_ns = span(con, ctx.run_id, rank)
+        n_records = counts["kernel"] + counts["memcpy"] + counts["api"] + counts["skipped_records"]
+        main = (g.of(KERNEL) or g.of(API) or g.of(COUNTER) or g.files)[0]
+        ctx.add_rank(
+            RankInfo(
+                rank=rank,
+                rank_source="process",
+                path=main.path,
+                runtime="hip",
+                metadata={
+                    "format": "rocprofv3 csv",
+                    "prefix": g.prefix,
+                    "pid": g.pid,
+                    "files": {f.path.name: f.type.name for f in g.files},
+                    "passes": sorted({f.pass_name for f in g.files if f.pass_name}),
+                    "agent_info": str(info.path) if info is not None else None,
+                    "skipped_files": skipped,
+                    "counts": counts,
+                },
+                n_trace_events=n_records,
+                n_python_events=0,
+                n_flow_events=0,
+                n_other_skipped=counts["skipped_records"],
+                first_ns=first_ns,
+                last_ns=last_ns,
+            )
+        )
+        for a in agents:
+            if a.is_gpu and a.device is not None and info is not None:
+                ctx.add_device_info(device_info(rank, a))
+
+    @staticmethod
+    def _count(con: duckdb.DuckDBPyConnection, f: CsvFile, src: str) -> int:
+        try:
+            return int(con.execute(f"SELECT count(*) FROM {src}").fetchall()[0][0])
+        except duckdb.Error as exc:
+            raise TraceInputError(f.path, f"{f.type.name} CSV: {duckdb_reason(exc)}") from None
+
+    @staticmethod
+    def _seen_gpu_agents(con: duckdb.DuckDBPyConnection, g: _Group) -> list[str]:
+        """Agent ids that ran kernels, counters or the device side of copies (no agent_info)."""
+        seen: list[str] = []
+        for f in g.files:
+            c = _Cols(f.header)
+            src = _read_sql(f.path, f.header)
+            if f.type in (KERNEL, COUNTER) and c.has("Agent_Id"):
+                sql = f"SELECT DISTINCT {c.raw('Agent_Id')} FROM {src}"
+            elif f.type is COPY:
+                sql = (
+                    f"SELECT DISTINCT unnest([CASE WHEN d LIKE '%DEVICE_TO_%' THEN s END, "
+                    f"CASE WHEN d LIKE '%_TO_DEVICE%' THEN t END]) FROM (SELECT {c.raw('Direction')} d, "
+                    f"{c.raw('Source_Agent_Id')} s, {c.raw('Destination_Agent_Id')} t FROM {src})"
+                )
+            else:
+                continue
+            try:
+                seen += [r[0] for r in con.execute(sql).fetchall() if r[0] is not None]
+            except duckdb.Error as exc:
+                raise TraceInputError(f.path, f"{f.type.name} CSV: {duckdb_reason(exc)}") from None
+        return seen
+
+
+def span(con: duckdb.DuckDBPyConnection, run_id: str, rank: int) -> tuple[int | None, int | None]:
+    """First start and last end (ns) of a rank's device and host events."""
+    rows = con.execute(
+        """SELECT min(s), max(e) FROM (
+             SELECT min(start_ns) s, max(start_ns + dur_ns) e FROM device_activity
+              WHERE run_id = $run_id AND rank = $rank
+             UNION ALL
+             SELECT min(start_ns), max(start_ns + dur_ns) FROM host_events
+              WHERE run_id = $run_id AND rank = $rank)""",
+        {"run_id": run_id, "rank": rank},
+    ).fetchall()
+    if not rows:
+        return None, None
+    first, last = rows[0]
+    return (int(first) if first is not None else None, int(last) if last is not None else None)
