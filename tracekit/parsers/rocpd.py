@@ -37,7 +37,6 @@ import itertools
 import json
 import re
 import sqlite3
-import urllib.request
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -64,7 +63,7 @@ _SUPPORTED = "schema 3 and 3.0.x are"
 
 
 def _connect(path: Path) -> sqlite3.Connection:
-    uri = "file:" + urllib.request.pathname2url(str(path.absolute())) + "?mode=ro"
+    uri = path.absolute().as_uri() + "?mode=ro"
     # check_same_thread=False: rows are fetched in a prefetch thread (one user at a time)
     return sqlite3.connect(uri, uri=True, check_same_thread=False)
 

@@ -25,10 +25,12 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
-import numpy as np
+
+if TYPE_CHECKING:
+    import numpy as np
 
 from tracekit.errors import TraceInputError
 from tracekit.parsers._io import iter_decompressed, read_head
@@ -226,6 +228,8 @@ def _op_name(names: list[KindNames], kind: int, op: int) -> str:
 
 
 def _obj(values: list[Any]) -> np.ndarray[Any, Any]:
+    import numpy as np  # imported on use: other formats do not load NumPy
+
     arr = np.empty(len(values), dtype=object)
     arr[:] = values
     return arr
@@ -491,6 +495,8 @@ class RocprofJsonParser(Parser, format_name="rocprofv3_json"):
     ) -> int:
         """One row per (dispatch, counter): the sum of its per-instance records; ``pass_name`` is
         the ``pmc_N``/``pass_N`` folder the file sits in, if any."""
+        import numpy as np  # imported on use: other formats do not load NumPy
+
         counter_names = {c.id.handle: c.name for c in e.counters}
         disp: dict[str, list[Any]] = {"i": [], "corr": [], "dispatch": [], "kernel": [], "device": []}
         rec_i: list[int] = []

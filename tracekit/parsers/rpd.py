@@ -72,9 +72,11 @@ from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
+
+if TYPE_CHECKING:
+    import numpy as np
 
 from tracekit.errors import TraceInputError
 from tracekit.parsers._io import GZIP_MAGIC, iter_decompressed, read_head
@@ -368,6 +370,8 @@ WHERE b.category IS NOT NULL
 
 
 def _arrays(cols: Sequence[str], rows: list[tuple[Any, ...]], extra: dict[str, list[Any]]) -> dict[str, np.ndarray]:
+    import numpy as np  # imported on use: other formats do not load NumPy
+
     out: dict[str, np.ndarray] = {}
     for name, values in (*zip(cols, zip(*rows)), *extra.items()):
         if all(type(v) is int for v in values):
@@ -470,6 +474,8 @@ class _FileReader:
         return self.by_pid.get(pid, self.default)
 
     def run(self) -> None:
+        import numpy as np  # imported on use: other formats do not load NumPy
+
         con = self.ctx.con
         pid_rank = {
             "pid": np.array([p.pid if p.pid is not None else -1 for p in self.procs], dtype=np.int64),
@@ -492,6 +498,8 @@ class _FileReader:
             con.unregister("batch")
 
     def _ops(self) -> None:
+        import numpy as np  # imported on use: other formats do not load NumPy
+
         cur = self.sq.execute(_op_query(self.tables))
         cats: dict[str, str | None] = {}
         while rows := cur.fetchmany(_BATCH):
