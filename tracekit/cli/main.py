@@ -92,7 +92,11 @@ def ingest(
     tag: Annotated[list[str], typer.Option("--tag", help="KEY=VALUE tag; repeat for more.")] = [],  # noqa: B006
     format_name: Annotated[
         str | None,
-        typer.Option("--format", help="Force the input format instead of detecting it (e.g. kineto)."),
+        typer.Option(
+            "--format",
+            help="Force the input format instead of detecting it: kineto, xplane, rocpd, rpd, "
+            "rocprofv3 (CSV) or rocprofv3_json.",
+        ),
     ] = None,
     python_events: Annotated[
         bool,
