@@ -95,3 +95,14 @@ def test_one_output_folder_with_all_formats_reads_the_most_complete(tmp_path: Pa
         shutil.copy(f, out / f.name)
     res = tracekit.ingest([out], store=tmp_path / "s.duckdb")
     assert len(res) == 1 and res[0].format == "rocpd" and res[0].n_files == 1
+
+
+def test_rocpd_counters_in_a_pass_folder_name_their_pass(tmp_path: Path) -> None:
+    folder = tmp_path / "pmc_2"
+    folder.mkdir()
+    shutil.copy(SAMPLE / "vllm_mi300x_decode_results.db", folder / "482913_results.db")
+    tracekit.ingest([folder / "482913_results.db"], store=tmp_path / "s.duckdb")
+    con = duckdb.connect(str(tmp_path / "s.duckdb"), read_only=True)
+    want = json.loads((SAMPLE / "expected_totals.json").read_text())["counter_collection_csv_rows"]
+    assert con.execute("SELECT pass, count(*) FROM counters GROUP BY ALL").fetchall() == [("pmc_2", want)]
+    con.close()

@@ -21,7 +21,8 @@ agents and categories are joined in DuckDB. What goes where (see also ``docs/sch
 * ``rocpd_memory_copy`` -> ``device_activity`` category ``memcpy``, name and ``kind`` = direction
   (``MEMORY_COPY_HOST_TO_DEVICE``...), ``bytes`` = ``size``; device = the GPU end of the copy.
 * ``rocpd_region`` -> ``host_events``: HIP/HSA/RCCL/... API calls as ``runtime`` (trace_category =
-  the domain, e.g. ``HIP_RUNTIME_API_EXT``), roctx markers (domains ``MARKER_*``) as ``annotation``
+  the domain, e.g. ``HIP_RUNTIME_API_EXT``), roctx markers (``MARKER_CORE_API``,
+  ``MARKER_CORE_RANGE_API``; as the CSV and JSON readers) as ``annotation``
   named by their message.
 * ``rocpd_pmc_event`` -> ``counter_values``: one row per (dispatch, counter), value = SUM over the
   per-instance rows rocpd stores.
@@ -324,11 +325,12 @@ _INSERT_REGIONS = f"""
 INSERT INTO host_events (run_id, rank, pid, tid, category, trace_category, name, start_ns, dur_ns,
     correlation_id, external_id, args)
 SELECT $run_id, $rank, $pid, CAST({_N.format("b.tid")} AS VARCHAR),
-    CASE WHEN c.string LIKE 'MARKER%' THEN 'annotation' ELSE 'runtime' END,
+    CASE WHEN c.string IN ('MARKER_CORE_API', 'MARKER_CORE_RANGE_API') THEN 'annotation' ELSE 'runtime' END,
     coalesce(c.string, ''),
-    CASE WHEN c.string LIKE 'MARKER%' THEN coalesce(b.message, n.string, '') ELSE coalesce(n.string, '') END,
+    CASE WHEN c.string IN ('MARKER_CORE_API', 'MARKER_CORE_RANGE_API') THEN coalesce(b.message, n.string, '')
+         ELSE coalesce(n.string, '') END,
     b.start, b."end" - b.start, {_N.format("b.stack_id")}, nullif({_N.format("b.corr_id")}, 0),
-    CASE WHEN c.string LIKE 'MARKER%' AND b.message IS NOT NULL
+    CASE WHEN c.string IN ('MARKER_CORE_API', 'MARKER_CORE_RANGE_API') AND b.message IS NOT NULL
          THEN '{{"function":' || to_json(coalesce(n.string, ''))
               || CASE WHEN b.parent_stack_id NOT IN (0, $nul) AND b.parent_stack_id <> b.stack_id
                       THEN ',"parent_stack_id":' || b.parent_stack_id ELSE '' END || '}}'
@@ -344,7 +346,7 @@ _INSERT_COUNTERS = f"""
 INSERT INTO counter_values (run_id, rank, device, correlation_id, dispatch_id, kernel_name, counter,
     value, pass)
 SELECT $run_id, $rank, a.device, {_N.format("d.stack_id")}, d.dispatch_id,
-    coalesce(s.name, 'kernel_id ' || d.kernel_id), coalesce(i.name, 'pmc_id ' || p.pmc_id), p.value, NULL
+    coalesce(s.name, 'kernel_id ' || d.kernel_id), coalesce(i.name, 'pmc_id ' || p.pmc_id), p.value, $pass
 FROM _rocpd_pmc p
 JOIN _rocpd_counted d ON d.event_id = p.event_id
 LEFT JOIN _rocpd_pmc_info i ON i.id = p.pmc_id
@@ -703,7 +705,12 @@ class _ProcessReader:
             self.con.register("_rocpd_pmc", pmc)
             self.con.register("_rocpd_counted", counted)
             try:
-                self.con.execute(_INSERT_COUNTERS, self._used(_INSERT_COUNTERS)).fetchall()
+                # counters of a database under pmc_N/ or pass_N/ come from that collection pass
+                pass_dir = self.db.path.parent.name
+                pass_name = pass_dir if re.fullmatch(r"(pmc|pass)_\d+", pass_dir) else None
+                self.con.execute(
+                    _INSERT_COUNTERS, {**self._used(_INSERT_COUNTERS), "pass": pass_name}
+                ).fetchall()
             finally:
                 self.con.unregister("_rocpd_counted")
                 self.con.unregister("_rocpd_pmc")
