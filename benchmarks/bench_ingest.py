@@ -151,6 +151,21 @@ class Sample:
 CHILD_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
 
+def select_tools(candidates: dict[str, "Tool"], wanted: list[str]) -> tuple[list["Tool"], dict[str, str]]:
+    """The wanted tools that are available, and why the others were skipped (printed as it goes)."""
+    tools: list[Tool] = []
+    skipped: dict[str, str] = {}
+    for name in wanted:
+        ok, why = candidates[name].available()
+        if ok:
+            tools.append(candidates[name])
+            print(f"[{name}] {why}")
+        else:
+            skipped[name] = why
+            print(f"[{name}] SKIPPED: {why}", flush=True)
+    return tools, skipped
+
+
 def run_measured(cmd: Sequence[str], log: IO[bytes], timeout_s: float) -> Sample:
     """Run ``cmd`` as a child, reap it with wait4 and return its wall time and rusage."""
     t0 = time.perf_counter()
@@ -622,16 +637,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "hta": HtaTool(args.hta_python),
         "floor": FloorTool(),
     }
-    tools: list[Tool] = []
-    skipped: dict[str, str] = {}
-    for name in wanted:
-        ok, why = candidates[name].available()
-        if ok:
-            tools.append(candidates[name])
-            print(f"[{name}] {why}")
-        else:
-            skipped[name] = why
-            print(f"[{name}] SKIPPED: {why}", flush=True)
+    tools, skipped = select_tools(candidates, wanted)
 
     files: list[dict[str, Any]] = []
     for path in args.file or [DEFAULT_FILE]:

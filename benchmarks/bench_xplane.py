@@ -84,6 +84,7 @@ from bench_ingest import (
     _python_versions,
     _resolve_executable,
     run_measured,
+    select_tools,
     tail,
 )
 
@@ -475,16 +476,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     candidates: dict[str, Tool] = {"tracekit": TracekitXplaneTool(args.tracekit, args.tracekit_format)}
     for name, xprof_tool in XPROF_TOOLS.items():
         candidates[name] = XprofTool(name, xprof_tool, args.xprof_python)
-    tools: list[Tool] = []
-    skipped: dict[str, str] = {}
-    for name in wanted:
-        ok, why = candidates[name].available()
-        if ok:
-            tools.append(candidates[name])
-            print(f"[{name}] {why}")
-        else:
-            skipped[name] = why
-            print(f"[{name}] SKIPPED: {why}", flush=True)
+    tools, skipped = select_tools(candidates, wanted)
 
     files: list[dict[str, Any]] = []
     missing: list[str] = []
