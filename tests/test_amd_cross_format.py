@@ -30,7 +30,8 @@ QUERIES = {
                    GROUP BY ALL ORDER BY 1, 2""",
     "dispatch": """SELECT dispatch_id, correlation_id, device, stream, grid_x, block_x FROM kernels
                    WHERE run_id = ? AND category = 'kernel' ORDER BY dispatch_id""",
-    "device": """SELECT arch, compute_units, xcc_count, clock_mhz FROM devices d
+    "device": """SELECT arch, compute_units, xcc_count, clock_mhz, compute_major, compute_minor, device_type
+                 FROM devices d
                  JOIN (SELECT DISTINCT run_id, device FROM kernels) k USING (run_id, device)
                  WHERE run_id = ?""",
 }

@@ -412,6 +412,7 @@ def _device_info(rank: int, device: int, agent: dict[str, Any]) -> DeviceInfo:
     waves_cu = num("max_waves_per_cu")
     lds_kb = num("lds_size_in_kb")
     clock = num("max_engine_clk_fcompute")
+    gfx_version = num("gfx_target_version")  # major*10000 + minor*100 + stepping, as in the CSV
     props = {k: v for k, v in agent.items() if k != "extdata"}
     props["extdata"] = ext_raw
     return DeviceInfo(
@@ -423,8 +424,8 @@ def _device_info(rank: int, device: int, agent: dict[str, Any]) -> DeviceInfo:
         compute_units=num("cu_count"),
         warp_size=wave,
         memory_bytes=_memory_bytes(ext),
-        compute_major=None,
-        compute_minor=None,
+        compute_major=gfx_version // 10000 if gfx_version else None,
+        compute_minor=(gfx_version // 100) % 100 if gfx_version else None,
         max_threads_per_block=num("workgroup_max_size"),
         max_threads_per_cu=waves_cu * wave if waves_cu and wave else None,
         regs_per_block=None,

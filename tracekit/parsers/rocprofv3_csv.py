@@ -298,6 +298,7 @@ def device_info(rank: int, agent: Agent, memory_bytes: int | None = None) -> Dev
         shared_mem_per_cu_bytes=lds_kb * 1024 if lds_kb else None,
         shared_mem_per_block_optin_bytes=None,
         properties=dict(p),
+        device_type="GPU",
         clock_mhz=float(clock) if clock else None,
         xcc_count=_positive(p.get("num_xcc")),
         simd_per_cu=_positive(p.get("simd_per_cu")),
