@@ -408,6 +408,15 @@ class XSpaceReader:
 
     def _register_meta(self, plane: xplane_pb2.XPlane, names: dict[int, str], with_costs: bool) -> None:
         """Load the plane's event metadata (names, and op costs on device planes) as ``plane_meta``."""
+        if not with_costs:  # host planes: names only, the cost columns stay NULL
+            items = plane.event_metadata.items()
+            n = len(items)
+            name_cols: dict[str, Any] = {c: np.full(n, None, dtype=object) for c in _META_COLS}
+            name_cols["metadata_id"] = np.fromiter((mid for mid, _ in items), dtype=np.int64, count=n)
+            name_cols["name"] = np.array([em.name for _, em in items], dtype=object)
+            name_cols["display_name"] = np.array([em.display_name for _, em in items], dtype=object)
+            self._scan("meta_arrays", name_cols, "CREATE OR REPLACE TEMP TABLE plane_meta AS SELECT * FROM meta_arrays")
+            return
         cols: dict[str, list[Any]] = {c: [] for c in _META_COLS}
         for mid, em in plane.event_metadata.items():
             st = _stats(em.stats, names) if (with_costs and em.stats) else {}
