@@ -73,3 +73,37 @@ def top_activity(run_id: str, store: str | Path | None = None, limit: int = 5) -
 
 def _quote(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
+
+
+def analyze_runs(
+    run_ids: list[str], store: str | Path | None = None, *, only_new: bool = False
+) -> list[dict[str, Any]]:
+    """Run every registered analyzer on the runs (all runs without findings when ``only_new``
+    and no ids are given), store the results, and return them as plain dicts."""
+    from tracekit.analysis import analyze_run
+    from tracekit.errors import TraceInputError
+
+    path = Path(store) if store is not None else default_store_path()
+    with open_store(path) as con:
+        known = {r[0] for r in con.execute("SELECT run_id FROM runs").fetchall()}
+        if not run_ids:
+            done = {r[0] for r in con.execute("SELECT DISTINCT run_id FROM metric_rows").fetchall()}
+            run_ids = sorted(known - done) if only_new else sorted(known)
+        for rid in run_ids:
+            if rid not in known:
+                raise TraceInputError(path, f"no run {rid!r} in the store (see `tracekit runs`)")
+        out = []
+        for rid in run_ids:
+            results = analyze_run(con, rid)
+            out.append(
+                {
+                    "run_id": rid,
+                    "findings": [
+                        {"analyzer": name, **f.__dict__} for name, r in results.items() for f in r.findings
+                    ],
+                    "metrics": [
+                        {"analyzer": name, **m.__dict__} for name, r in results.items() for m in r.metrics
+                    ],
+                }
+            )
+    return out

@@ -217,6 +217,26 @@ CREATE TABLE counter_values (
     value           DOUBLE,
     pass            VARCHAR
 );
+CREATE TABLE finding_rows (
+    run_id          VARCHAR NOT NULL,
+    analyzer        VARCHAR NOT NULL,
+    severity        VARCHAR NOT NULL,
+    title           VARCHAR NOT NULL,
+    detail          VARCHAR NOT NULL,
+    evidence        JSON,
+    saving_ns       BIGINT,
+    saving_fraction DOUBLE,
+    analyzed_at     TIMESTAMP NOT NULL
+);
+CREATE TABLE metric_rows (
+    run_id          VARCHAR NOT NULL,
+    analyzer        VARCHAR NOT NULL,
+    name            VARCHAR NOT NULL,
+    value           DOUBLE,
+    unit            VARCHAR NOT NULL,
+    better          VARCHAR NOT NULL,
+    analyzed_at     TIMESTAMP NOT NULL
+);
 CREATE TABLE xla_module_meta (
     run_id          VARCHAR NOT NULL,
     rank            INTEGER NOT NULL,
@@ -249,6 +269,13 @@ SELECT run_id, rank, device, stream, category, name, start_ns, dur_ns, correlati
        flops, model_flops, bytes_accessed, hbm_bytes, args, dispatch_id, queue_id, scratch_bytes,
        vgpr_count, accum_vgpr_count, sgpr_count
 FROM device_activity;
+
+CREATE OR REPLACE VIEW findings AS
+SELECT run_id, analyzer, severity, title, detail, evidence, saving_ns, saving_fraction, analyzed_at
+FROM finding_rows;
+
+CREATE OR REPLACE VIEW metrics AS
+SELECT run_id, name, value, unit, better, analyzer, analyzed_at FROM metric_rows;
 
 CREATE OR REPLACE VIEW counters AS
 SELECT run_id, rank, device, correlation_id, dispatch_id, kernel_name, counter, value, pass
@@ -434,7 +461,7 @@ MIGRATIONS: dict[int, Migration] = {}
 
 _RUN_TABLES = (
     "device_activity", "host_events", "device_meta", "rank_meta", "xla_op_costs", "xla_module_meta",
-    "counter_values", "run_meta",
+    "counter_values", "finding_rows", "metric_rows", "run_meta",
 )
 
 

@@ -288,6 +288,52 @@ def query(
     _emit(columns, rows, fmt)
 
 
+@app.command()
+def analyze(
+    run_ids: Annotated[list[str] | None, typer.Argument(help="Run ids to analyze.", show_default=False)] = None,
+    store: StoreOpt = None,
+    all_runs: Annotated[bool, typer.Option("--all", help="Analyze every run that has no findings yet.")] = False,
+    fmt: Annotated[
+        str, typer.Option("--format", "-f", help="Output: table, json or markdown.")
+    ] = "table",
+) -> None:
+    """Run the analyzers on runs, store their findings and metrics, and print the findings."""
+    from tracekit.api import analyze_runs
+
+    if fmt not in ("table", "json", "markdown"):
+        fail(f"--format {fmt}: expected table, json or markdown")
+    if not run_ids and not all_runs:
+        fail("give one or more RUN ids, or --all")
+    try:
+        results = analyze_runs(run_ids or [], store, only_new=all_runs and not run_ids)
+    except TracekitError as exc:
+        fail(str(exc))
+        return
+    if fmt == "json":
+        sys.stdout.write(json.dumps(results, indent=2, default=str) + "\n")
+        return
+    if fmt == "markdown":
+        for run in results:
+            sys.stdout.write(f"## Run {run['run_id']}\n\n")
+            if not run["findings"]:
+                sys.stdout.write("No findings.\n\n")
+            for f in run["findings"]:
+                sys.stdout.write(f"- **{f['severity']}** ({f['analyzer']}) {f['title']}. {f['detail']}\n")
+            sys.stdout.write("\n")
+        return
+    from rich.table import Table
+
+    for run in results:
+        table = Table(title=f"{run['run_id']}: findings", title_justify="left")
+        for col in ("severity", "analyzer", "finding"):
+            table.add_column(col, overflow="fold")
+        for f in run["findings"]:
+            table.add_row(f["severity"], f["analyzer"], f"{f['title']}\n{f['detail']}")
+        if not run["findings"]:
+            table.add_row("", "", "no findings")
+        out.print(table)
+
+
 def main() -> None:
     """Console-script entry point."""
     try:

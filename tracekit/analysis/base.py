@@ -1,0 +1,109 @@
+"""The analyzer protocol and registry, and running analyzers over a run.
+
+An analyzer is a stateless class registered by name (``class A(Analyzer, name="compile_churn")``)
+whose :meth:`Analyzer.analyze` reads one run from the store (read-only SQL on the public views)
+and returns :class:`Finding` and :class:`Metric` objects. :func:`analyze_run` runs the registered
+analyzers and replaces the run's rows in the ``findings`` and ``metrics`` views in one
+transaction. Built-in analyzers use exactly this hook; so can a plugin.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal
+
+import duckdb
+
+from tracekit.store import utc_now
+
+Severity = Literal["info", "warning", "critical"]
+Better = Literal["lower", "higher"]
+
+ANALYZERS: dict[str, type["Analyzer"]] = {}
+
+
+@dataclass
+class Finding:
+    """One thing wrong with a run, with its evidence and, when computable, what fixing it saves.
+
+    ``saving_ns``: estimated device or wall time saved over the run (ns); ``saving_fraction``: the
+    same as a fraction of the run's time (0..1). ``evidence``: the numbers and offending
+    kernels/ops/functions the finding rests on (JSON-serializable)."""
+
+    severity: Severity
+    title: str
+    detail: str
+    evidence: dict[str, Any] = field(default_factory=dict)
+    saving_ns: int | None = None
+    saving_fraction: float | None = None
+
+
+@dataclass
+class Metric:
+    """A scalar KPI of a run, for trends and CI gates: ``better`` says which direction is good."""
+
+    name: str
+    value: float | None
+    unit: str
+    better: Better
+
+
+@dataclass
+class AnalyzerResult:
+    findings: list[Finding] = field(default_factory=list)
+    metrics: list[Metric] = field(default_factory=list)
+
+
+class Analyzer:
+    """Base class of the analyzers. Subclasses register under ``name`` and must not keep state."""
+
+    name: ClassVar[str]
+    #: One line on what the analyzer looks for (shown by ``tracekit analyze --list``).
+    summary: ClassVar[str] = ""
+
+    def __init_subclass__(cls, name: str | None = None, **kw: Any) -> None:
+        super().__init_subclass__(**kw)
+        if name is not None:
+            cls.name = name
+            ANALYZERS[name] = cls
+
+    def analyze(self, con: duckdb.DuckDBPyConnection, run_id: str) -> AnalyzerResult:
+        """Read the run ``run_id`` through ``con`` and return its findings and metrics."""
+        raise NotImplementedError
+
+
+def analyze_run(
+    con: duckdb.DuckDBPyConnection, run_id: str, names: list[str] | None = None
+) -> dict[str, AnalyzerResult]:
+    """Run the named analyzers (default: all registered) on one run and store their results.
+
+    The run's previous rows of those analyzers are replaced in one transaction.
+    """
+    chosen = names or sorted(ANALYZERS)
+    results = {n: ANALYZERS[n]().analyze(con, run_id) for n in chosen}
+    now = utc_now()
+    con.execute("BEGIN")
+    try:
+        for n, res in results.items():
+            con.execute("DELETE FROM finding_rows WHERE run_id = ? AND analyzer = ?", [run_id, n])
+            con.execute("DELETE FROM metric_rows WHERE run_id = ? AND analyzer = ?", [run_id, n])
+            if res.findings:
+                con.executemany(
+                    "INSERT INTO finding_rows VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    [
+                        (run_id, n, f.severity, f.title, f.detail, json.dumps(f.evidence, default=str),
+                         f.saving_ns, f.saving_fraction, now)
+                        for f in res.findings
+                    ],
+                )
+            if res.metrics:
+                con.executemany(
+                    "INSERT INTO metric_rows VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    [(run_id, n, m.name, m.value, m.unit, m.better, now) for m in res.metrics],
+                )
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+    return results
