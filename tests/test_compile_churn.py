@@ -20,6 +20,10 @@ TORCH_COMPILE = SAMPLES / "cpu_torch_compile_recompile.pt.trace.json.gz"
 STEADY = SAMPLES / "cpu_tiny_decoder_prefill_decode.pt.trace.json.gz"
 
 
+def _churn(findings: list[dict]) -> list[dict]:  # type: ignore[type-arg]
+    return [f for f in findings if f["analyzer"] == "compile_churn"]
+
+
 def _jax_prefill_lengths() -> list[int]:
     """The padded prompt lengths, in order of first appearance, read with jax's own XSpace reader
     from the ``prefill_len<n>_T<padded>`` annotations the sample writes (independent of tracekit)."""
@@ -45,7 +49,7 @@ def test_jax_recompiles_name_function_count_and_dimension(tmp_path: Path) -> Non
     [run] = tracekit.ingest([JAX], store=store)
     res = run_cli("analyze", run.run_id, "--store", str(store), "-f", "json")
     assert res.returncode == 0, res.stderr
-    findings = {f["evidence"]["function"]: f for f in json.loads(res.stdout)[0]["findings"]}
+    findings = {f["evidence"]["function"]: f for f in _churn(json.loads(res.stdout)[0]["findings"])}
     prefill = findings["prefill"]
     assert prefill["analyzer"] == "compile_churn" and prefill["severity"] in ("warning", "critical")
     assert prefill["evidence"]["compiles_in_window"] == 5
@@ -59,7 +63,7 @@ def test_jax_recompiles_name_function_count_and_dimension(tmp_path: Path) -> Non
     con = duckdb.connect(str(store), read_only=True)
     stored = con.execute("SELECT count(*) FROM findings WHERE analyzer = 'compile_churn'").fetchone()
     compiles, total = con.execute("SELECT count(*), sum(dur_ns) FROM compiles").fetchone()
-    metrics = dict(con.execute("SELECT name, value FROM metrics").fetchall())
+    metrics = dict(con.execute("SELECT name, value FROM metrics WHERE analyzer = 'compile_churn'").fetchall())
     con.close()
     assert stored == (2,)
     assert metrics["compiles"] == compiles == 7 and metrics["compile_time"] == total / 1e9
@@ -78,7 +82,7 @@ def test_jax_changed_dimension_matches_the_module_signatures(tmp_path: Path) -> 
     tokens = [re.findall(r"s32\[(\d+),(\d+)\]", s)[0] for s in sigs]
     lengths = [int(t[1]) for t in tokens]
     res = run_cli("analyze", run.run_id, "--store", str(store), "-f", "json")
-    prefill = next(f for f in json.loads(res.stdout)[0]["findings"] if f["evidence"]["function"] == "prefill")
+    prefill = next(f for f in _churn(json.loads(res.stdout)[0]["findings"]) if f["evidence"]["function"] == "prefill")
     named = [c["sizes"] for c in prefill["evidence"]["changed_dimensions"] if c["dimension"] == 1 and c["sizes"] == lengths]
     assert named, (lengths, prefill["evidence"]["changed_dimensions"])
     assert f"buckets such as {buckets(lengths)}" in prefill["detail"]
@@ -90,7 +94,7 @@ def test_torch_compile_recompile_names_the_batch_dimension(tmp_path: Path) -> No
     events = json.loads(gzip.open(TORCH_COMPILE).read())["traceEvents"]
     n_compiles = sum(1 for e in events if e.get("name") == "entire_frame_compile")
     res = run_cli("analyze", run.run_id, "--store", str(store), "-f", "json")
-    [finding] = json.loads(res.stdout)[0]["findings"]
+    [finding] = _churn(json.loads(res.stdout)[0]["findings"])
     ev = finding["evidence"]
     assert ev["function"] == "frame 0" and ev["compiles_in_window"] == n_compiles == 2
     # the sample calls the model with batch 8 then 16: the batch dimension is what changed
@@ -102,8 +106,8 @@ def test_steady_state_run_gets_no_churn_finding(tmp_path: Path) -> None:
     [run] = tracekit.ingest([STEADY], store=store)
     res = run_cli("analyze", "--all", "--store", str(store), "-f", "json")
     out = json.loads(res.stdout)
-    assert [r["run_id"] for r in out] == [run.run_id] and out[0]["findings"] == []
-    metrics = {m["name"]: m["value"] for m in out[0]["metrics"]}
+    assert [r["run_id"] for r in out] == [run.run_id] and _churn(out[0]["findings"]) == []
+    metrics = {m["name"]: m["value"] for m in out[0]["metrics"] if m["analyzer"] == "compile_churn"}
     assert metrics["compiles"] == 0 and metrics["compile_time"] == 0
     # --all only picks runs not analyzed yet
     assert json.loads(run_cli("analyze", "--all", "--store", str(store), "-f", "json").stdout) == []

@@ -348,6 +348,17 @@ FROM host_events
 WHERE category IN ('annotation', 'gpu_annotation', 'step')
    OR (category = 'op' AND regexp_matches(name, '^ProfilerStep#[0-9]+$'));  -- 2021 schema
 
+CREATE OR REPLACE VIEW device_spans AS  -- device-side spans that are not activities (XPlane)
+SELECT run_id, rank, device, pid AS plane, tid AS line, category, name, start_ns, dur_ns,
+       start_ns + dur_ns AS end_ns, args
+FROM host_events WHERE device IS NOT NULL AND category IN
+    ('xla_module', 'device_traceme', 'step', 'framework_op', 'name_scope', 'source', 'host_offload_op');
+
+CREATE OR REPLACE VIEW tracemes AS  -- XPlane host TraceMe events (JAX TraceAnnotation included)
+SELECT run_id, rank, pid AS plane, tid AS thread, name, start_ns, dur_ns, start_ns + dur_ns AS end_ns,
+       correlation_id, args
+FROM host_events WHERE category = 'traceme';
+
 CREATE OR REPLACE VIEW syncs AS
 SELECT run_id, rank, pid, tid, name, start_ns, dur_ns, start_ns + dur_ns AS end_ns, correlation_id,
        external_id, stream, device

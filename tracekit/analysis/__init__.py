@@ -6,6 +6,10 @@ waste, wave stalls and launch/idle follow.
 """
 
 from tracekit.analysis import compile_churn as _compile_churn  # noqa: F401  (registers itself)
+from tracekit.analysis import wave_stalls as _wave_stalls  # noqa: F401  (registers itself)
+from tracekit.analysis import padding_waste as _padding_waste  # noqa: F401  (registers itself)
+from tracekit.analysis import memory_bound_decode as _memory_bound_decode  # noqa: F401  (registers itself)
+from tracekit.analysis import launch_idle as _launch_idle  # noqa: F401  (registers itself)
 from tracekit.analysis.base import ANALYZERS, Analyzer, AnalyzerResult, Finding, Metric, analyze_run
 
 __all__ = ["ANALYZERS", "Analyzer", "AnalyzerResult", "Finding", "Metric", "analyze_run"]

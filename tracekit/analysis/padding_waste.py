@@ -1,0 +1,594 @@
+"""padding_waste: work spent on padding — layout tiles, matrix-unit tiles, sequence buckets, GPU waves.
+
+Four checks, each on the data a run has (a check without data is skipped, with the reason in
+every finding's ``evidence["checks"]`` and a NULL metric):
+
+(a) **Layout/tile padding** (XLA, TPU). Inputs: ``op_costs.shape_with_layout`` (the op's output,
+e.g. ``f32[5,1024,1024,256]{3,2,1,0:T(8,128)}``, bf16 ``{1,0:T(16,128)(2,1)}``), joined to the
+op's executions in ``kernels`` (``category = 'kernel'``), timed by ``device_dur_ns`` (else
+``dur_ns``). The layout ``{minor_to_major:T(a,b)(c,d)…}`` tiles the physical shape (dimensions in
+major-to-minor order): the first tile's last size pads the most minor dimension, its size before
+that the next one, and so on; a tile with more sizes than the shape has dimensions pads leading
+size-1 dimensions (a scalar under ``T(128)`` takes 128 elements). Later tiles (``(2,1)``) tile the
+first tile's own shape and pad it when they do not divide it. padded bytes = Π padded dims ×
+element bytes; logical bytes = Π dims × element bytes; a tuple output sums its elements. Per op,
+padding share = 1 − logical ÷ padded. ``layout_padding_fraction`` = Σ time × share ÷ Σ time over
+the ops with a tiled shape; saving = Σ time × share (time ∝ padded bytes, i.e. memory-bound ops).
+FLOPs on padding are estimated as XLA's ``flops`` × (padded ÷ logical − 1), which holds for
+elementwise ops (a dot's padding is check (b)).
+
+(b) **Matrix-unit tile misfit.** The device's matrix tile comes from the hardware catalog's
+``matrix_tile`` (:func:`matrix_tile_mnk`): TPU MXU ``128x128`` / ``256x256`` pads K and N to the
+MXU size (rows stream, M is not padded here); NVIDIA ``mma``/``wgmma``/``tcgen05`` and AMD MFMA
+pad M, N, K to the smallest 16-bit instruction shape the catalog lists. GEMM dimensions: Kineto
+ops ``aten::mm/addmm/bmm/baddbmm/matmul/linear`` and scaled-dot-product / flash / efficient
+attention (two GEMMs: QKᵀ with K = head_dim, PV with N = head_dim) from ``kernel_ops.input_dims``,
+timed by the GPU time of the kernels they launched; XLA ``dot`` ops from ``op_costs.hlo_text``.
+Efficiency = Π dims ÷ Π dims rounded up to the tile; ``matrix_unit_efficiency`` is its
+time-weighted mean; saving = Σ time × (1 − efficiency) (time ∝ padded MACs: an upper bound).
+A device not identified in the catalog, or a CPU, has no matrix unit: the check is skipped.
+
+(c) **Sequence-bucket padding.** Annotations named ``…len<n>_T<T>…`` (the bundled JAX sample's
+``prefill_len<n>_T<bucket>``; ``n`` real tokens padded to ``T``). Per call, padded share =
+(T − n) ÷ T; the call's time is the device/XLA-op time (``kernels``) that starts inside the
+annotation, else the annotation's span minus the compiles inside it. **Assumes time ∝ tokens**
+(true for the MLP/projection GEMMs of a prefill, pessimistic for attention's T² part).
+``bucket_padding_fraction`` = Σ time × share ÷ Σ time; ``bucket_padded_token_fraction`` =
+Σ (T − n) ÷ Σ T (per row: a batch's rows are taken as equally padded). A lengths file given on
+the command line is planned (see docs); not read yet.
+
+(d) **GPU wave quantization** (NVIDIA Kineto/XPlane kernels with grid, block, registers and shared
+memory). Resident blocks per SM = min over the limits of the CUDA occupancy calculator: warps
+(``max_threads_per_cu`` ÷ warp size ÷ warps per block), blocks per SM (:data:`MAX_BLOCKS_PER_SM`
+by ``arch``), registers (per-warp allocation rounded up to 256 registers), shared memory (per
+block + 1 KiB reserved on sm_80+, rounded up to 128 B, against ``shared_mem_per_cu_bytes``; the
+largest carveout, so an optimistic count). capacity = SMs × resident; waves = ⌈blocks ÷
+capacity⌉; last-wave efficiency = (blocks mod capacity) ÷ capacity (1 when it divides); wave
+efficiency = blocks ÷ (waves × capacity). Only kernels with more than one wave are quantized:
+saving = dur × (1 − wave efficiency) (each wave takes the same time). Kernels with fewer blocks than
+SMs are counted as under-filled (no saving computed: their time is latency, not waves).
+``last_wave_efficiency`` is the time-weighted mean over multi-wave kernels.
+
+Thresholds: module constants below (fractions of the checked time; the layout, bucket and matrix
+shares of the time they were computed over, the wave share of all kernel time).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import duckdb
+
+from tracekit.analysis.base import Analyzer, AnalyzerResult, Finding, Metric, Severity
+from tracekit.analysis.hardware import DeviceSpec, identify
+
+LAYOUT_WARNING_FRACTION = 0.10  # time-weighted padded share of tiled-op time
+LAYOUT_INFO_FRACTION = 0.02
+MATRIX_WARNING_WASTE = 0.20  # 1 − time-weighted matrix-unit efficiency
+MATRIX_INFO_WASTE = 0.05
+BUCKET_WARNING_FRACTION = 0.20  # time-weighted padded share of prefill time
+BUCKET_INFO_FRACTION = 0.05
+WAVE_WARNING_FRACTION = 0.10  # wave-quantization saving ÷ all kernel time
+WAVE_INFO_FRACTION = 0.02
+TOP = 10  # offending ops/kernels listed in evidence
+
+#: Maximum resident blocks per SM by compute capability (CUDA C++ Programming Guide, table
+#: "Technical Specifications per Compute Capability").
+MAX_BLOCKS_PER_SM = {
+    "sm_70": 32, "sm_72": 32, "sm_75": 16, "sm_80": 32, "sm_86": 16, "sm_87": 16, "sm_89": 24,
+    "sm_90": 32, "sm_100": 32,
+}
+REG_ALLOC_UNIT = 256  # registers, per warp
+SMEM_ALLOC_UNIT = 128  # bytes
+SMEM_RESERVED_SM80 = 1024  # bytes per block reserved by the system on sm_80 and later
+
+_ELEMENT_BITS = {
+    "pred": 8, "s4": 4, "u4": 4, "s8": 8, "u8": 8, "s16": 16, "u16": 16, "s32": 32, "u32": 32,
+    "s64": 64, "u64": 64, "f16": 16, "bf16": 16, "f32": 32, "f64": 64, "c64": 64, "c128": 128,
+    "f8e4m3fn": 8, "f8e5m2": 8, "f8e4m3": 8, "f8e4m3fnuz": 8, "f8e5m2fnuz": 8, "f8e4m3b11fnuz": 8,
+    "f8e3m4": 8, "f8e8m0fnu": 8, "f4e2m1fn": 4, "s2": 2, "u2": 2, "s1": 1, "u1": 1, "tf32": 32,
+}
+_ARRAY = re.compile(r"([a-z][a-z0-9]*)\[([^\]]*)\](\{[^}]*\})?")
+_TILE = re.compile(r"\(([0-9*,\s]*)\)")
+_BUCKET = re.compile(r"len(\d+)_T(\d+)")
+_MM_OPS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::matmul", "aten::linear")
+
+
+# --------------------------------------------------------------------------------------------
+# (a) shapes and tiles
+
+
+@dataclass(frozen=True)
+class ArrayShape:
+    dtype: str
+    dims: tuple[int, ...]
+    minor_to_major: tuple[int, ...] | None
+    tiles: tuple[tuple[int, ...], ...]
+
+    @property
+    def element_bits(self) -> int | None:
+        return _ELEMENT_BITS.get(self.dtype)
+
+    def logical_elements(self) -> int:
+        return math.prod(self.dims)
+
+    def padded_elements(self) -> int:
+        """Elements the tiled layout stores (see the module docstring)."""
+        if not self.tiles:
+            return self.logical_elements()
+        order = self.minor_to_major if self.minor_to_major is not None else tuple(reversed(range(len(self.dims))))
+        physical = [self.dims[d] for d in reversed(order)]  # major → minor
+        first = self.tiles[0]
+        if len(first) > len(physical):
+            physical = [1] * (len(first) - len(physical)) + physical
+        k = len(first)
+        head, tail = physical[: len(physical) - k], physical[len(physical) - k:]
+        n_tiles = math.prod(head) * math.prod(-(-d // t) for d, t in zip(tail, first))
+        tile = list(first)
+        for sub in self.tiles[1:]:  # later tiles tile the previous tile's shape
+            if len(sub) > len(tile):
+                tile = [1] * (len(sub) - len(tile)) + tile
+            lead, minor = tile[: len(tile) - len(sub)], tile[len(tile) - len(sub):]
+            tile = lead + [-(-d // t) * t for d, t in zip(minor, sub)]
+        return n_tiles * math.prod(tile)
+
+
+def parse_shapes(text: str) -> list[ArrayShape]:
+    """Every array shape in an XLA shape string (a tuple gives several); ``<=`` bounds read as
+    their bound. Tile sizes ``*`` (combine) are read as 1."""
+    out = []
+    for dtype, dims, layout in _ARRAY.findall(text):
+        sizes = tuple(int(d.strip().lstrip("<=")) for d in dims.split(",") if d.strip())
+        m2m: tuple[int, ...] | None = None
+        tiles: tuple[tuple[int, ...], ...] = ()
+        if layout:
+            body = layout[1:-1]
+            order, _, rest = body.partition(":")
+            m2m = tuple(int(x) for x in order.split(",") if x.strip()) or None
+            if rest.startswith("T"):
+                tiles = tuple(
+                    tuple(int(x) if x.strip() not in ("*", "") else 1 for x in t.split(",") if x.strip())
+                    for t in _TILE.findall(rest[1:].split("S(")[0].split("E(")[0].split("L(")[0])
+                )
+                tiles = tuple(t for t in tiles if t)
+        if m2m is not None and len(m2m) != len(sizes):
+            m2m = None
+        out.append(ArrayShape(dtype, sizes, m2m, tiles))
+    return out
+
+
+def layout_bytes(text: str) -> tuple[int, int] | None:
+    """(logical bytes, padded bytes) of a ``shape_with_layout``; None when a dtype is unknown."""
+    logical = padded = 0
+    shapes = parse_shapes(text)
+    if not shapes:
+        return None
+    for s in shapes:
+        bits = s.element_bits
+        if bits is None:
+            return None
+        logical += -(-s.logical_elements() * bits // 8)
+        padded += -(-s.padded_elements() * bits // 8)
+    return logical, padded
+
+
+# --------------------------------------------------------------------------------------------
+# (b) matrix tiles
+
+
+def matrix_tile_mnk(spec: DeviceSpec) -> tuple[int, int, int] | None:
+    """(M, N, K) padding tile from the catalog's ``matrix_tile`` text; None if not stated."""
+    text = spec.matrix_tile or ""
+    if m := re.search(r"(\d+)\s*x\s*(\d+)\s*MXU", text):
+        return 1, int(m.group(2)), int(m.group(1))
+    if m := re.search(r"\bm(\d+)n(\d+|N)k(\d+)", text):
+        n = m.group(2)
+        if n == "N":
+            step = re.search(r"N\s*=\s*(\d+)\s*\.\.", text)
+            n = step.group(1) if step else "8"
+        return int(m.group(1)), int(n), int(m.group(3))
+    if m := re.search(r"M\s*=\s*(\d+)\s*\(N\s*(\d+)\s*\.\.", text):
+        k = re.search(r"K\s*=\s*(\d+)", text)
+        return int(m.group(1)), int(m.group(2)), int(k.group(1)) if k else 16
+    if "MFMA" in text or re.search(r"\d+x\d+x\d+", text):
+        segment = text.split(";")[0]
+        shapes = [tuple(int(x) for x in s) for s in re.findall(r"(\d+)x(\d+)x(\d+)", segment)]
+        if shapes:
+            m_, n_, k_ = min(shapes, key=lambda s: (s[0] * s[1], -s[2]))
+            return m_, n_, k_
+    return None
+
+
+def tile_efficiency(mnk: Sequence[int], tile: Sequence[int]) -> float:
+    """Π dims ÷ Π dims rounded up to the tile."""
+    if any(d <= 0 for d in mnk):
+        return 1.0
+    return math.prod(mnk) / math.prod(-(-d // t) * t for d, t in zip(mnk, tile))
+
+
+def gemms_of_op(op_name: str, input_dims: Any) -> list[tuple[int, int, int, int]]:
+    """(batch, M, N, K) of each GEMM a Kineto op runs, from its ``Input Dims``."""
+    dims = [d if isinstance(d, list) else [] for d in input_dims] if isinstance(input_dims, list) else []
+    try:
+        if op_name in ("aten::mm", "aten::matmul", "aten::bmm") and len(dims) >= 2:
+            a, b = dims[0], dims[1]
+            if len(a) >= 2 and len(b) >= 2:
+                return [(math.prod(a[:-2]) or 1, a[-2], b[-1], a[-1])]
+        if op_name in ("aten::addmm", "aten::baddbmm") and len(dims) >= 3:
+            a, b = dims[1], dims[2]
+            if len(a) >= 2 and len(b) >= 2:
+                return [(math.prod(a[:-2]) or 1, a[-2], b[-1], a[-1])]
+        if op_name == "aten::linear" and len(dims) >= 2 and dims[0] and len(dims[1]) == 2:
+            x, w = dims[0], dims[1]
+            return [(1, math.prod(x[:-1]), w[0], x[-1])]
+        if "attention" in op_name and len(dims) >= 3 and len(dims[0]) == 4 and len(dims[1]) == 4:
+            q, k = dims[0], dims[1]
+            # SDPA: [B, H, L, E]; flash/efficient: [B, L, H, E]
+            flash = "flash" in op_name or "efficient" in op_name
+            b, h, lq, e = (q[0], q[2], q[1], q[3]) if flash else (q[0], q[1], q[2], q[3])
+            s = k[1] if flash else k[2]
+            return [(b * h, lq, s, e), (b * h, lq, e, s)]
+    except (TypeError, IndexError):
+        return []
+    return []
+
+
+def dot_dims(hlo_text: str) -> tuple[int, int, int, int] | None:
+    """(batch, M, N, K) of an HLO ``dot`` from its operand shapes and dimension numbers."""
+    m = re.search(r"\bdot\((.*?)\)\s*,", hlo_text)
+    if m is None:
+        return None
+    ops = parse_shapes(m.group(1))
+    if len(ops) != 2:
+        return None
+
+    def dimset(key: str) -> set[int]:
+        g = re.search(key + r"=\{([0-9,]*)\}", hlo_text)
+        return {int(x) for x in g.group(1).split(",") if x} if g else set()
+
+    lc, rc = dimset("lhs_contracting_dims"), dimset("rhs_contracting_dims")
+    lb, rb = dimset("lhs_batch_dims"), dimset("rhs_batch_dims")
+    lhs, rhs = ops[0].dims, ops[1].dims
+    batch = math.prod(lhs[i] for i in lb)
+    k = math.prod(lhs[i] for i in lc)
+    mm = math.prod(d for i, d in enumerate(lhs) if i not in lc and i not in lb)
+    n = math.prod(d for i, d in enumerate(rhs) if i not in rc and i not in rb)
+    return batch, mm, n, k
+
+
+# --------------------------------------------------------------------------------------------
+# (d) waves
+
+
+def resident_blocks(
+    arch: str | None, threads: int, regs: int | None, smem: int | None, warp_size: int,
+    max_threads_per_cu: int, regs_per_cu: int | None, smem_per_cu: int | None,
+) -> tuple[int, str] | None:
+    """(resident blocks per SM, limiting factor) by the CUDA occupancy calculator; None when the
+    architecture's block limit is not known."""
+    if arch not in MAX_BLOCKS_PER_SM or threads <= 0 or warp_size <= 0:
+        return None
+    wpb = -(-threads // warp_size)
+    limits = {"warps": (max_threads_per_cu // warp_size) // wpb, "blocks": MAX_BLOCKS_PER_SM[arch]}
+    if regs and regs_per_cu:
+        per_warp = -(-regs * warp_size // REG_ALLOC_UNIT) * REG_ALLOC_UNIT
+        limits["registers"] = (regs_per_cu // per_warp) // wpb
+    if smem_per_cu:
+        reserved = SMEM_RESERVED_SM80 if int(arch.split("_")[1]) >= 80 else 0
+        per_block = -(-((smem or 0) + reserved) // SMEM_ALLOC_UNIT) * SMEM_ALLOC_UNIT
+        if per_block:
+            limits["shared_memory"] = smem_per_cu // per_block
+    factor = min(limits, key=lambda k: limits[k])
+    return limits[factor], factor
+
+
+def wave_stats(blocks: int, capacity: int) -> tuple[int, float, float]:
+    """(waves, last-wave efficiency, wave efficiency)."""
+    waves = -(-blocks // capacity)
+    rem = blocks % capacity
+    return waves, (rem / capacity if rem else 1.0), blocks / (waves * capacity)
+
+
+# --------------------------------------------------------------------------------------------
+
+
+def _severity(value: float, warning: float, info: float) -> Severity | None:
+    if value >= warning:
+        return "warning"
+    if value >= info:
+        return "info"
+    return None
+
+
+class PaddingWaste(Analyzer, name="padding_waste"):
+    summary = "work spent on padding: XLA layout tiles, matrix-unit tile misfit, sequence buckets, GPU wave tails"
+
+    def analyze(self, con: duckdb.DuckDBPyConnection, run_id: str) -> AnalyzerResult:
+        checks: dict[str, Any] = {}
+        findings: list[Finding] = []
+        metrics: list[Metric] = []
+        window = con.execute(
+            "SELECT max(last_ns - first_ns) FROM ranks WHERE run_id = ?", [run_id]
+        ).fetchall()[0][0]
+        for check in (self._layout, self._matrix, self._buckets, self._waves):
+            found, measured, status = check(con, run_id, window)
+            findings += found
+            metrics += measured
+            checks.update(status)
+        for finding in findings:
+            finding.evidence["checks"] = checks
+        return AnalyzerResult(findings=findings, metrics=metrics)
+
+    # (a) ------------------------------------------------------------------------------------
+    def _layout(self, con: duckdb.DuckDBPyConnection, run_id: str, window: int | None) -> tuple[
+        list[Finding], list[Metric], dict[str, Any]
+    ]:
+        rows = con.execute(
+            """SELECT o.name, o.shape_with_layout, any_value(o.flops), count(*),
+                      sum(coalesce(k.device_dur_ns, k.dur_ns))
+               FROM op_costs o JOIN kernels k USING (run_id, rank, device, op_metadata_id)
+               WHERE o.run_id = ? AND k.category = 'kernel' AND o.shape_with_layout LIKE '%:T(%'
+               GROUP BY o.name, o.shape_with_layout ORDER BY 5 DESC""",
+            [run_id],
+        ).fetchall()
+        status: dict[str, Any]
+        if not rows:
+            status = {"layout": "skipped: no op with a tiled shape_with_layout (XLA TPU captures carry them)"}
+            return [], [Metric("layout_padding_fraction", None, "fraction", "lower")], status
+        total = wasted = 0.0
+        logical_sum = padded_sum = pad_flops = 0.0
+        ops: list[dict[str, Any]] = []
+        for name, shape, flops, n, t in rows:
+            lb = layout_bytes(shape)
+            if lb is None or lb[1] == 0:
+                continue
+            logical, padded = lb
+            share = 1 - logical / padded
+            total += float(t)
+            wasted += float(t) * share
+            logical_sum += logical * n
+            padded_sum += padded * n
+            extra_flops = float(flops or 0) * (padded / logical - 1) * n if logical else 0.0
+            pad_flops += extra_flops
+            ops.append({"op": name, "shape_with_layout": shape, "executions": int(n), "time_ns": int(t),
+                        "logical_bytes": logical, "padded_bytes": padded, "padding_share": share,
+                        "padding_flops": extra_flops})
+        frac = wasted / total if total else 0.0
+        metrics = [
+            Metric("layout_padding_fraction", frac, "fraction", "lower"),
+            Metric("layout_padded_bytes", padded_sum, "bytes", "lower"),
+            Metric("layout_logical_bytes", logical_sum, "bytes", "lower"),
+        ]
+        status = {"layout": {"ops": len(ops), "time_ns": int(total), "padding_fraction": frac}}
+        sev = _severity(frac, LAYOUT_WARNING_FRACTION, LAYOUT_INFO_FRACTION)
+        if sev is None:
+            return [], metrics, status
+        worst = sorted(ops, key=lambda o: -o["time_ns"] * o["padding_share"])[:TOP]
+        top = worst[0]
+        return [Finding(
+            severity=sev,
+            title=f"XLA layout tiling pads {frac:.0%} of tiled-op time ({padded_sum / max(logical_sum, 1):.2f}× bytes)",
+            detail=(
+                f"Tiled layouts (e.g. {top['shape_with_layout']} of {top['op']}) store "
+                f"{top['padded_bytes']} bytes for {top['logical_bytes']} logical. Make the minor "
+                "dimensions multiples of the tile (128 lanes; 8 sublanes for 32-bit, 16 for bf16), "
+                "e.g. pad head_dim 64 → 128 once in the weights or pack two heads per 128 lanes."
+            ),
+            evidence={"padded_bytes": padded_sum, "logical_bytes": logical_sum, "padding_flops": pad_flops,
+                      "time_ns": int(total), "wasted_ns": int(wasted), "ops": worst},
+            saving_ns=int(wasted),
+            saving_fraction=wasted / window if window else None,
+        )], metrics, status
+
+    # (b) ------------------------------------------------------------------------------------
+    def _matrix(self, con: duckdb.DuckDBPyConnection, run_id: str, window: int | None) -> tuple[
+        list[Finding], list[Metric], dict[str, Any]
+    ]:
+        none = [Metric("matrix_unit_efficiency", None, "fraction", "higher")]
+        cur = con.execute("SELECT * FROM devices WHERE run_id = ? ORDER BY rank, device", [run_id])
+        cols = [d[0] for d in cur.description]
+        devrows = [dict(zip(cols, r)) for r in cur.fetchall()]
+        if not devrows:
+            return [], none, {"matrix_unit": "skipped: the run lists no device"}
+        row = devrows[0]
+        if row.get("vendor") == "cpu":
+            return [], none, {"matrix_unit": "skipped: the device is a CPU (XLA); the hardware catalog gives "
+                              "CPUs no matrix unit, so head_dim/GEMM tile fit is not checked"}
+        spec = identify(row)
+        if spec is None:
+            return [], none, {"matrix_unit": f"skipped: device {row.get('name')!r} is not identified in the "
+                              "hardware catalog, so its matrix tile is unknown"}
+        tile = matrix_tile_mnk(spec)
+        if tile is None:
+            return [], none, {"matrix_unit": f"skipped: the catalog states no parseable matrix tile for {spec.name}"}
+        items: list[tuple[str, str, tuple[int, int, int, int], int, int]] = []  # op, dims, gemm, n, time
+        for op, dims, n, t in con.execute(
+            f"""SELECT op_name, input_dims, count(*), sum(dur_ns) FROM kernel_ops
+                WHERE run_id = ? AND category = 'kernel' AND input_dims IS NOT NULL
+                  AND (op_name IN {_MM_OPS} OR op_name LIKE '%attention%')
+                GROUP BY ALL""",
+            [run_id],
+        ).fetchall():
+            gemms = gemms_of_op(op, json.loads(dims))
+            for g in gemms:
+                items.append((op, dims, g, int(n), int(t) // len(gemms)))
+        for name, hlo, n, t in con.execute(
+            """SELECT o.name, o.hlo_text, count(*), sum(coalesce(k.device_dur_ns, k.dur_ns))
+               FROM op_costs o JOIN kernels k USING (run_id, rank, device, op_metadata_id)
+               WHERE o.run_id = ? AND k.category = 'kernel' AND o.hlo_text LIKE '% dot(%'
+               GROUP BY ALL""",
+            [run_id],
+        ).fetchall():
+            dot = dot_dims(hlo)
+            if dot is not None:
+                items.append((name, hlo.split(" = ")[0], dot, int(n), int(t)))
+        if not items:
+            return [], none, {"matrix_unit": {"device": spec.name, "tile_mnk": list(tile),
+                                              "gemms": 0, "note": "no GEMM/attention op with shapes in the run"}}
+        total = wasted = 0.0
+        listed: list[dict[str, Any]] = []
+        for op, dims, (b, m, nn, k), n, t in items:
+            eff = tile_efficiency((m, nn, k), tile)
+            total += t
+            wasted += t * (1 - eff)
+            listed.append({"op": op, "shapes": dims, "batch": b, "m": m, "n": nn, "k": k,
+                           "executions": n, "time_ns": t, "efficiency": eff})
+        eff_w = 1 - wasted / total if total else 1.0
+        status = {"matrix_unit": {"device": spec.name, "tile_mnk": list(tile), "gemms": len(listed),
+                                  "efficiency": eff_w}}
+        metrics = [Metric("matrix_unit_efficiency", eff_w, "fraction", "higher")]
+        sev = _severity(1 - eff_w, MATRIX_WARNING_WASTE, MATRIX_INFO_WASTE)
+        if sev is None:
+            return [], metrics, status
+        worst = sorted(listed, key=lambda x: -x["time_ns"] * (1 - x["efficiency"]))[:TOP]
+        w = worst[0]
+        return [Finding(
+            severity=sev,
+            title=f"GEMM dimensions misfit the {spec.name} matrix tile: {1 - eff_w:.0%} of GEMM time is padding",
+            detail=(
+                f"The matrix unit works on {tile[0]}×{tile[1]}×{tile[2]} (M×N×K) tiles; {w['op']} has "
+                f"M={w['m']}, N={w['n']}, K={w['k']} ({w['efficiency']:.0%} useful). Make head_dim, "
+                "hidden and vocabulary sizes multiples of the tile, or pack heads so the padded "
+                "dimension fills the tile."
+            ),
+            evidence={"tile_mnk": list(tile), "time_ns": int(total), "wasted_ns": int(wasted), "gemms": worst},
+            saving_ns=int(wasted),
+            saving_fraction=wasted / window if window else None,
+        )], metrics, status
+
+    # (c) ------------------------------------------------------------------------------------
+    def _buckets(self, con: duckdb.DuckDBPyConnection, run_id: str, window: int | None) -> tuple[
+        list[Finding], list[Metric], dict[str, Any]
+    ]:
+        # XPlane TraceAnnotations are host TraceMe spans (view `tracemes`), Kineto's are annotations.
+        rows = con.execute(
+            """WITH a AS (
+                 SELECT run_id, rank, name, start_ns, start_ns + dur_ns AS end_ns, dur_ns
+                 FROM annotations WHERE run_id = ? AND regexp_matches(name, 'len[0-9]+_T[0-9]+')
+                 UNION ALL
+                 SELECT run_id, rank, name, start_ns, end_ns, dur_ns
+                 FROM tracemes WHERE run_id = ? AND regexp_matches(name, 'len[0-9]+_T[0-9]+'))
+               SELECT a.name, a.start_ns, a.dur_ns,
+                      (SELECT sum(k.dur_ns) FROM kernels k WHERE k.run_id = a.run_id AND k.rank = a.rank
+                         AND k.category = 'kernel' AND k.start_ns >= a.start_ns AND k.start_ns < a.end_ns),
+                      (SELECT sum(c.dur_ns) FROM compiles c WHERE c.run_id = a.run_id AND c.rank = a.rank
+                         AND c.start_ns >= a.start_ns AND c.end_ns <= a.end_ns)
+               FROM a ORDER BY a.start_ns""",
+            [run_id, run_id],
+        ).fetchall()
+        none = [Metric("bucket_padding_fraction", None, "fraction", "lower"),
+                Metric("bucket_padded_token_fraction", None, "fraction", "lower")]
+        calls = []
+        for name, start, dur, kern, comp in rows:
+            m = _BUCKET.search(name)
+            if m is None:
+                continue
+            real, padded = int(m.group(1)), int(m.group(2))
+            if padded <= 0 or real > padded:
+                continue
+            t = int(kern) if kern else max(int(dur) - int(comp or 0), 0)
+            calls.append({"annotation": name, "start_ns": int(start), "real_tokens": real, "padded_tokens": padded,
+                          "time_ns": t, "time_source": "kernels" if kern else "span minus compiles",
+                          "padding_share": (padded - real) / padded})
+        if not calls:
+            return [], none, {"bucket": "skipped: no annotation names real and padded lengths "
+                              "(`…len<n>_T<T>`); a lengths file is not supported yet"}
+        total = sum(c["time_ns"] for c in calls)
+        wasted = sum(c["time_ns"] * c["padding_share"] for c in calls)
+        frac = wasted / total if total else 0.0
+        tok = sum(c["padded_tokens"] - c["real_tokens"] for c in calls) / sum(c["padded_tokens"] for c in calls)
+        metrics = [Metric("bucket_padding_fraction", frac, "fraction", "lower"),
+                   Metric("bucket_padded_token_fraction", tok, "fraction", "lower")]
+        status = {"bucket": {"calls": len(calls), "padding_fraction": frac, "padded_token_fraction": tok,
+                             "assumption": "time ∝ tokens"}}
+        sev = _severity(frac, BUCKET_WARNING_FRACTION, BUCKET_INFO_FRACTION)
+        if sev is None:
+            return [], metrics, status
+        return [Finding(
+            severity=sev,
+            title=f"Sequence buckets pad {tok:.0%} of prefill tokens (≈{frac:.0%} of prefill time)",
+            detail=(
+                f"{len(calls)} prefill calls ran padded lengths; assuming time ∝ tokens, {wasted / 1e6:.1f} ms "
+                f"of {total / 1e6:.1f} ms went to padding. Use finer buckets near the common lengths, "
+                "pack several requests into one bucket, or a ragged (paged) prefill kernel."
+            ),
+            evidence={"calls": calls, "time_ns": total, "wasted_ns": int(wasted), "assumption": "time ∝ tokens"},
+            saving_ns=int(wasted),
+            saving_fraction=wasted / window if window else None,
+        )], metrics, status
+
+    # (d) ------------------------------------------------------------------------------------
+    def _waves(self, con: duckdb.DuckDBPyConnection, run_id: str, window: int | None) -> tuple[
+        list[Finding], list[Metric], dict[str, Any]
+    ]:
+        none = [Metric("last_wave_efficiency", None, "fraction", "higher"),
+                Metric("wave_quantization_fraction", None, "fraction", "lower")]
+        rows = con.execute(
+            """SELECT k.name, d.arch, d.compute_units, d.warp_size, d.max_threads_per_cu, d.regs_per_cu,
+                      d.shared_mem_per_cu_bytes, k.grid_x * k.grid_y * k.grid_z AS blocks,
+                      k.block_x * k.block_y * k.block_z AS threads, k.registers_per_thread,
+                      k.shared_mem_bytes, count(*), sum(k.dur_ns)
+               FROM kernels k JOIN devices d USING (run_id, rank, device)
+               WHERE k.run_id = ? AND k.category = 'kernel' AND d.vendor = 'nvidia'
+                 AND k.grid_x IS NOT NULL AND k.block_x IS NOT NULL AND d.compute_units > 0
+               GROUP BY ALL""",
+            [run_id],
+        ).fetchall()
+        all_ns = con.execute(
+            "SELECT sum(dur_ns) FROM kernels WHERE run_id = ? AND category = 'kernel'", [run_id]
+        ).fetchall()[0][0]
+        if not rows:
+            return [], none, {"waves": "skipped: no NVIDIA kernel with grid/block and an SM count "
+                              "(AMD dispatches are not modelled yet)"}
+        multi_ns = multi_eff = wasted = under_ns = 0.0
+        unknown = under = 0
+        kernels: list[dict[str, Any]] = []
+        for (name, arch, sms, ws, mtc, rpc, spc, blocks, threads, regs, smem, n, t) in rows:
+            res = resident_blocks(arch, int(threads), regs, smem, int(ws or 32), int(mtc or 2048), rpc, spc)
+            if res is None or res[0] <= 0 or not blocks:
+                unknown += int(n)
+                continue
+            cap = int(sms) * res[0]
+            waves, last, eff = wave_stats(int(blocks), cap)
+            if waves <= 1:
+                if blocks < sms:
+                    under += int(n)
+                    under_ns += float(t)
+                continue
+            multi_ns += float(t)
+            multi_eff += float(t) * last
+            wasted += float(t) * (1 - eff)
+            kernels.append({"kernel": name, "blocks": int(blocks), "threads_per_block": int(threads),
+                            "resident_blocks_per_sm": res[0], "limited_by": res[1], "sms": int(sms),
+                            "waves": waves, "last_wave_efficiency": last, "wave_efficiency": eff,
+                            "launches": int(n), "time_ns": int(t), "wasted_ns": int(float(t) * (1 - eff))})
+        lw = multi_eff / multi_ns if multi_ns else None
+        frac = wasted / all_ns if all_ns else 0.0
+        metrics = [Metric("last_wave_efficiency", lw, "fraction", "higher"),
+                   Metric("wave_quantization_fraction", frac, "fraction", "lower")]
+        status = {"waves": {"multi_wave_kernel_time_ns": int(multi_ns), "last_wave_efficiency": lw,
+                            "quantization_fraction": frac, "underfilled_launches": under,
+                            "underfilled_time_ns": int(under_ns), "launches_without_block_limit": unknown}}
+        sev = _severity(frac, WAVE_WARNING_FRACTION, WAVE_INFO_FRACTION)
+        if sev is None:
+            return [], metrics, status
+        worst = sorted(kernels, key=lambda x: -x["wasted_ns"])[:TOP]
+        w = worst[0]
+        return [Finding(
+            severity=sev,
+            title=f"GPU wave tails waste {frac:.1%} of kernel time (last-wave efficiency {lw:.0%})",
+            detail=(
+                f"{w['kernel'][:80]} launches {w['blocks']} blocks on {w['sms']} SMs × "
+                f"{w['resident_blocks_per_sm']} resident = {w['waves']} waves, the last "
+                f"{w['last_wave_efficiency']:.0%} full. Pick tile sizes (or split-K / stream-K) so "
+                "that blocks fill whole waves."
+            ),
+            evidence={"kernel_time_ns": int(all_ns or 0), "wasted_ns": int(wasted), "kernels": worst},
+            saving_ns=int(wasted),
+            saving_fraction=wasted / window if window else None,
+        )], metrics, status

@@ -1,0 +1,481 @@
+"""wave_stalls: which kernels spend their time stalled, ranked by stall-weighted time.
+
+Inputs (views): ``kernels`` (time per kernel name; NVIDIA Kineto ``est_occupancy_pct``,
+``warps_per_cu``, ``shared_mem_bytes``; TPU op ``hlo_category`` and ``device_dur_ns``),
+``counters`` (AMD rocprofv3 ``--pmc`` values, Σ over hardware instances), ``devices`` (AMD CUs,
+XCDs, wave slots per CU; NVIDIA ``shared_mem_per_block_bytes``), ``ranks`` (the profiled command,
+PC samples that were not stored), and ``device_spans`` for the TPU ``XLA TraceMe`` line
+(category ``device_traceme``).
+
+Math (per kernel name; "time" = Σ ``dur_ns`` of its ``kernels`` rows, TPU ``device_dur_ns``):
+
+* AMD, per counted dispatch (one row per rank, pass, dispatch), then per kernel as a ratio of
+  means over the counted dispatches (so counters collected in different passes still pair up):
+  dependency wait = mean ``SQ_WAIT_ANY`` ÷ mean ``SQ_WAVE_CYCLES``; issue wait =
+  ``SQ_WAIT_INST_ANY`` ÷ ``SQ_WAVE_CYCLES``; active = ``SQ_ACTIVE_INST_ANY`` ÷ ``SQ_WAVE_CYCLES``
+  (all quad-cycle counts, so the ×4 cancels). Occupancy (fraction of the wave slots) =
+  rocprofv3's own ``OccupancyPercent`` ÷ 100, averaged weighted by ``GRBM_GUI_ACTIVE``; without it
+  ``4·SQ_WAVE_CYCLES ÷ (GRBM_GUI_ACTIVE ÷ XCDs) ÷ (CUs · wave slots per CU)`` (the SDK's
+  ``OccupancyPercent`` with ``GRBM_GUI_ACTIVE`` per XCD; the store sums it over the XCDs).
+  Busy fractions: ``MemUnitBusy`` and ``WriteUnitStalled`` ÷ 100 (GRBM-weighted) and
+  ``GRBM_EA_BUSY ÷ GRBM_GUI_ACTIVE``. ``SQ_BUSY_CYCLES``/``SQ_INST_CYCLES_VALU`` are sums over an
+  unknown number of SQ instances and are not turned into fractions.
+* NVIDIA Kineto: occupancy = time-weighted ``est. achieved occupancy %`` ÷ 100 and warps per SM =
+  time-weighted ``warps per SM``. A 0 % estimate for a kernel whose shared memory per block exceeds
+  the device's default per-block limit is Kineto's occupancy calculator failing to place a block
+  (it ignores opt-in dynamic shared memory), not a measurement: such rows count as unknown.
+* stall fraction of a kernel = min(1, dependency wait + issue wait) when the wave counters exist
+  (basis ``wave_wait``), else 1 − occupancy (basis ``occupancy``, a proxy: idle wave/warp slots);
+  stall-weighted time = time × stall fraction; kernels are ranked by it.
+* TPU: DMA waits = time of the ``copy-done``/``recv-done``/``send-done`` ops (stall fraction 1,
+  the core waits for the transfer); sync waits = ``barrier-cores`` + ``dependency-wait`` spans of
+  the device's ``XLA TraceMe`` line, as a share of the device's op window (first op start to last
+  op end).
+* run metrics are time-weighted over the kernels that have the quantity.
+
+Thresholds: see the module constants (fractions 0..1; shares of kernel time). The ranking finding
+is ``critical``/``warning`` from the stall-weighted time fraction when it rests on wave counters;
+an occupancy-only ranking is at most a ``warning`` (low mean occupancy). An AMD run missing any of
+the wave-stall counters gets an ``info`` finding with the exact one-pass ``rocprofv3`` line.
+No saving is estimated: stalled time is not removable as such. CPU-only runs (``runs.vendor =
+'cpu'``) get neither findings nor metrics. PC samples are not stored by tracekit, so no
+stall-reason histogram is computed; the missing-counter finding says when a capture had them.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import duckdb
+
+from tracekit.analysis.base import Analyzer, AnalyzerResult, Finding, Metric, Severity
+from tracekit.analysis.hardware import identify
+
+STALL_WARNING_FRACTION = 0.50  # stall-weighted share of counted kernel time (wave counters)
+STALL_CRITICAL_FRACTION = 0.75  # same
+DEPENDENCY_WAIT_HIGH = 0.60  # fraction of wave cycles waiting on dependencies (s_waitcnt, memory)
+ISSUE_WAIT_HIGH = 0.20  # fraction of wave cycles unable to issue (pipe back-pressure)
+LOW_OCCUPANCY = 0.25  # fraction of the wave/warp slots of the CUs/SMs
+DMA_WAIT_WARNING_FRACTION = 0.20  # TPU: DMA-wait op time ÷ op time
+DMA_WAIT_CRITICAL_FRACTION = 0.50  # same
+SYNC_WAIT_WARNING_FRACTION = 0.05  # TPU: barrier + dependency-wait time ÷ the device's op window
+TOP_N = 10  # kernels listed in the evidence
+DEFAULT_SHARED_MEM_PER_BLOCK_BYTES = 49152  # CUDA default per-block limit without opt-in (48 KiB)
+
+#: The one-pass counter set for wave stalls on AMD: 5 SQ counters (≤ 8 SQ slots) and 1 GRBM
+#: counter (≤ 2 GRBM slots) per pass (rocprof-compute ``perfmon_config``).
+STALL_COUNTERS = ("SQ_WAVES", "SQ_WAVE_CYCLES", "SQ_WAIT_ANY", "SQ_WAIT_INST_ANY", "SQ_ACTIVE_INST_ANY",
+                  "GRBM_GUI_ACTIVE")
+TPU_DMA_WAIT_CATEGORIES = ("copy-done", "recv-done", "send-done")
+TPU_SYNC_WAITS = ("barrier-cores", "dependency-wait")
+
+
+def rocprofv3_command(command: str | None = None, counters: tuple[str, ...] = STALL_COUNTERS) -> str:
+    """The rocprofv3 line that collects ``counters`` in one pass with a kernel trace."""
+    return (f"rocprofv3 --kernel-trace --pmc {' '.join(counters)} --output-format rocpd "
+            f"-d rocprof_out -o %pid% -- {command or '<your command>'}")
+
+
+class WaveStalls(Analyzer, name="wave_stalls"):
+    summary = "kernels ranked by stall-weighted time: AMD wave-wait counters, occupancy, TPU DMA and barrier waits"
+
+    def analyze(self, con: duckdb.DuckDBPyConnection, run_id: str) -> AnalyzerResult:
+        vendor = con.execute("SELECT vendor FROM runs WHERE run_id = ?", [run_id]).fetchall()
+        if not vendor or vendor[0][0] == "cpu":
+            return AnalyzerResult()  # CPU-only capture: no waves, warps or TPU cores to stall
+        is_tpu = bool(con.execute(
+            "SELECT count(*) FROM devices WHERE run_id = ? AND vendor = 'google'", [run_id]
+        ).fetchall()[0][0])
+        has_counters = bool(con.execute(
+            "SELECT count(*) FROM counters WHERE run_id = ?", [run_id]).fetchall()[0][0])
+        res = AnalyzerResult()
+        if is_tpu:
+            rows = self._tpu_kernels(con, run_id)
+        elif has_counters:
+            rows = self._amd_kernels(con, run_id)
+        else:
+            rows = self._occupancy_kernels(con, run_id)
+        total_ns = sum(r["time_ns"] for r in rows)
+        res.metrics = self._metrics(rows, total_ns)
+        ranked = sorted((r for r in rows if r["stall_fraction"] is not None),
+                        key=lambda r: (-r["stall_weighted_ns"], r["kernel"]))
+        if ranked and any(r["stall_weighted_ns"] > 0 for r in ranked):
+            res.findings.append(self._ranking_finding(ranked, rows, total_ns, is_tpu, has_counters))
+        if is_tpu:
+            sync = self._tpu_sync(con, run_id)
+            if sync is not None:
+                res.metrics.append(Metric("sync_wait_fraction", sync[0], "fraction", "lower"))
+                if sync[1] is not None:
+                    res.findings.append(sync[1])
+        elif vendor[0][0] == "amd":
+            missing = self._missing_counters(con, run_id, rows)
+            if missing is not None:
+                res.findings.append(missing)
+        return res
+
+    # ------------------------------------------------------------------------------------------
+    # per-kernel tables: one dict per kernel name
+
+    @staticmethod
+    def _amd_kernels(con: duckdb.DuckDBPyConnection, run_id: str) -> list[dict[str, Any]]:
+        consts = WaveStalls._amd_device_constants(con, run_id)
+        con_rows = [(d, c[0], c[1], c[2]) for d, c in consts.items()]
+        dev_values = ", ".join("(?, ?, ?, ?)" for _ in con_rows) or "(NULL, NULL, NULL, NULL)"
+        params: list[Any] = [x for r in con_rows for x in r]
+        rows = con.execute(
+            f"""WITH dev(device, cus, xcc, slots) AS (VALUES {dev_values}),
+               d AS (  -- one row per counted dispatch and pass
+                 SELECT rank, pass, dispatch_id, any_value(device) AS device,
+                        any_value(kernel_name) AS kernel,
+                        sum(value) FILTER (WHERE counter = 'SQ_WAVE_CYCLES') AS wave_cycles,
+                        sum(value) FILTER (WHERE counter = 'SQ_WAIT_ANY') AS wait_any,
+                        sum(value) FILTER (WHERE counter = 'SQ_WAIT_INST_ANY') AS wait_inst,
+                        sum(value) FILTER (WHERE counter = 'SQ_ACTIVE_INST_ANY') AS active_inst,
+                        sum(value) FILTER (WHERE counter = 'SQ_WAVES') AS waves,
+                        sum(value) FILTER (WHERE counter = 'GRBM_GUI_ACTIVE') AS gui,
+                        sum(value) FILTER (WHERE counter = 'GRBM_EA_BUSY') AS ea_busy,
+                        sum(value) FILTER (WHERE counter = 'OccupancyPercent') AS occ_pct,
+                        sum(value) FILTER (WHERE counter = 'MemUnitBusy') AS mem_busy_pct,
+                        sum(value) FILTER (WHERE counter = 'WriteUnitStalled') AS write_stall_pct
+                 FROM counters WHERE run_id = ? GROUP BY rank, pass, dispatch_id),
+               c AS (
+                 SELECT kernel, count(DISTINCT (rank, dispatch_id)) AS n_counted,
+                        avg(wait_any) / nullif(avg(wave_cycles), 0) AS dep_wait,
+                        avg(wait_inst) / nullif(avg(wave_cycles), 0) AS issue_wait,
+                        avg(active_inst) / nullif(avg(wave_cycles), 0) AS active,
+                        coalesce(
+                          sum(occ_pct * gui) / nullif(sum(gui) FILTER (WHERE occ_pct IS NOT NULL), 0),
+                          avg(occ_pct)) / 100 AS occ_tool,
+                        4 * avg(wave_cycles) * any_value(dev.xcc)
+                          / nullif(avg(gui) * any_value(dev.cus) * any_value(dev.slots), 0) AS occ_sq,
+                        coalesce(
+                          sum(mem_busy_pct * gui) / nullif(sum(gui) FILTER (WHERE mem_busy_pct IS NOT NULL), 0),
+                          avg(mem_busy_pct)) / 100 AS mem_unit_busy,
+                        coalesce(
+                          sum(write_stall_pct * gui) / nullif(sum(gui) FILTER (WHERE write_stall_pct IS NOT NULL), 0),
+                          avg(write_stall_pct)) / 100 AS write_unit_stalled,
+                        avg(ea_busy) / nullif(avg(gui), 0) AS ea_busy,
+                        avg(waves) AS waves_per_dispatch
+                 FROM d LEFT JOIN dev USING (device) GROUP BY kernel),
+               t AS (
+                 SELECT name AS kernel, count(*) AS n, sum(dur_ns) AS time_ns
+                 FROM kernels WHERE run_id = ? AND category = 'kernel' GROUP BY name)
+               SELECT kernel, coalesce(t.n, 0), coalesce(t.time_ns, 0), coalesce(c.n_counted, 0),
+                      c.dep_wait, c.issue_wait, c.active, coalesce(c.occ_tool, c.occ_sq),
+                      CASE WHEN c.occ_tool IS NOT NULL THEN 'OccupancyPercent'
+                           WHEN c.occ_sq IS NOT NULL THEN 'SQ_WAVE_CYCLES' END,
+                      c.mem_unit_busy, c.write_unit_stalled, c.ea_busy, c.waves_per_dispatch
+               FROM t FULL JOIN c USING (kernel)""",
+            params + [run_id, run_id],
+        ).fetchall()
+        out = []
+        for (kernel, n, time_ns, n_counted, dep, issue, active, occ, occ_source, mem_busy, write_stall,
+             ea_busy, waves) in rows:
+            r: dict[str, Any] = {
+                "kernel": kernel, "dispatches": int(n), "time_ns": int(time_ns),
+                "counted_dispatches": int(n_counted), "dependency_wait": dep, "issue_wait": issue,
+                "active": active, "occupancy": occ, "occupancy_source": occ_source,
+                "mem_unit_busy": mem_busy, "write_unit_stalled": write_stall, "ea_busy": ea_busy,
+                "waves_per_dispatch": waves,
+            }
+            out.append(_with_stall(r))
+        return out
+
+    @staticmethod
+    def _amd_device_constants(
+        con: duckdb.DuckDBPyConnection, run_id: str
+    ) -> dict[int, tuple[int | None, int | None, int | None]]:
+        """(CUs, XCDs, wave slots per CU) per device index: the devices row, else the catalog."""
+        cols = [d[0] for d in con.execute("SELECT * FROM devices LIMIT 0").description]
+        out: dict[int, tuple[int | None, int | None, int | None]] = {}
+        for row in con.execute("SELECT * FROM devices WHERE run_id = ? ORDER BY rank", [run_id]).fetchall():
+            rec = dict(zip(cols, row))
+            if rec["device"] in out:
+                continue
+            cus, xcc, slots = rec.get("compute_units"), rec.get("xcc_count"), rec.get("max_waves_per_cu")
+            if cus is None or xcc is None or slots is None:
+                spec = identify(rec)
+                if spec is not None:
+                    cus = cus if cus is not None else spec.compute_units
+                    xcc = xcc if xcc is not None else (spec.xcc_count or 1)
+                    slots = slots if slots is not None else spec.max_warps_per_cu
+            out[int(rec["device"])] = (cus, xcc, slots)
+        return out
+
+    @staticmethod
+    def _occupancy_kernels(con: duckdb.DuckDBPyConnection, run_id: str) -> list[dict[str, Any]]:
+        rows = con.execute(
+            """WITH k AS (
+                 SELECT k.name, k.dur_ns, k.warps_per_cu,
+                        CASE WHEN k.est_occupancy_pct = 0
+                              AND k.shared_mem_bytes > coalesce(d.shared_mem_per_block_bytes, ?)
+                             THEN NULL ELSE k.est_occupancy_pct END AS occ_pct,
+                        k.est_occupancy_pct = 0
+                          AND k.shared_mem_bytes > coalesce(d.shared_mem_per_block_bytes, ?) AS unplaceable
+                 FROM kernels k LEFT JOIN devices d USING (run_id, rank, device)
+                 WHERE k.run_id = ? AND k.category = 'kernel')
+               SELECT name, count(*), sum(dur_ns),
+                      sum(dur_ns * occ_pct) / nullif(sum(dur_ns) FILTER (WHERE occ_pct IS NOT NULL), 0) / 100,
+                      sum(dur_ns * warps_per_cu) / nullif(sum(dur_ns) FILTER (WHERE warps_per_cu IS NOT NULL), 0),
+                      count(*) FILTER (WHERE unplaceable)
+               FROM k GROUP BY name""",
+            [DEFAULT_SHARED_MEM_PER_BLOCK_BYTES, DEFAULT_SHARED_MEM_PER_BLOCK_BYTES, run_id],
+        ).fetchall()
+        return [
+            _with_stall({
+                "kernel": name, "dispatches": int(n), "time_ns": int(t), "occupancy": occ,
+                "occupancy_source": "est. achieved occupancy %" if occ is not None else None,
+                "warps_per_sm": warps, "occupancy_unknown_dispatches": int(unplaceable),
+            })
+            for name, n, t, occ, warps, unplaceable in rows
+        ]
+
+    @staticmethod
+    def _tpu_kernels(con: duckdb.DuckDBPyConnection, run_id: str) -> list[dict[str, Any]]:
+        rows = con.execute(
+            """SELECT name, any_value(hlo_category), count(*), sum(coalesce(device_dur_ns, dur_ns)),
+                      bool_or(hlo_category IN (SELECT unnest(?::VARCHAR[]))
+                              OR regexp_matches(name, '^%?(copy|recv|send)-done'))
+               FROM kernels WHERE run_id = ? AND category = 'kernel' GROUP BY name""",
+            [list(TPU_DMA_WAIT_CATEGORIES), run_id],
+        ).fetchall()
+        return [
+            _with_stall({"kernel": name, "hlo_category": cat, "dispatches": int(n), "time_ns": int(t),
+                         "dma_wait": bool(dma), "stall_fraction": 1.0 if dma else 0.0,
+                         "stall_basis": "dma_wait"})
+            for name, cat, n, t, dma in rows
+        ]
+
+    # ------------------------------------------------------------------------------------------
+
+    @staticmethod
+    def _metrics(rows: list[dict[str, Any]], total_ns: int) -> list[Metric]:
+        def weighted(key: str) -> float | None:
+            have = [r for r in rows if r.get(key) is not None and r["time_ns"] > 0]
+            t = sum(r["time_ns"] for r in have)
+            return sum(r["time_ns"] * float(r[key]) for r in have) / t if t else None
+
+        stalled_ns = sum(r["time_ns"] for r in rows if r["stall_fraction"] is not None)
+        metrics = [
+            Metric("stall_weighted_time_fraction", weighted("stall_fraction"), "fraction", "lower"),
+            Metric("stall_coverage", stalled_ns / total_ns if total_ns > 0 else None, "fraction", "higher"),
+            Metric("dependency_wait_fraction", weighted("dependency_wait"), "fraction", "lower"),
+            Metric("issue_wait_fraction", weighted("issue_wait"), "fraction", "lower"),
+            Metric("mean_occupancy", weighted("occupancy"), "fraction", "higher"),
+        ]
+        if any(r.get("warps_per_sm") is not None for r in rows):
+            metrics.append(Metric("mean_warps_per_sm", weighted("warps_per_sm"), "count", "higher"))
+        if any("dma_wait" in r for r in rows):
+            metrics.append(Metric("dma_wait_fraction", weighted("stall_fraction"), "fraction", "lower"))
+        return metrics
+
+    @staticmethod
+    def _ranking_finding(
+        ranked: list[dict[str, Any]], rows: list[dict[str, Any]], total_ns: int, is_tpu: bool, has_counters: bool
+    ) -> Finding:
+        counted_ns = sum(r["time_ns"] for r in ranked)
+        stalled_ns = sum(r["stall_weighted_ns"] for r in ranked)
+        frac = stalled_ns / counted_ns if counted_ns else 0.0
+        top = [r for r in ranked[:TOP_N]]
+        bases = {r["stall_basis"] for r in ranked}
+        severity: Severity = "info"
+        if is_tpu:
+            what = f"{frac:.0%} of TPU op time waits for DMA transfers"
+            if frac >= DMA_WAIT_CRITICAL_FRACTION:
+                severity = "critical"
+            elif frac >= DMA_WAIT_WARNING_FRACTION:
+                severity = "warning"
+        elif "wave_wait" in bases:
+            what = f"Kernels stalled {frac:.0%} of their time (wave cycles waiting on dependencies or issue)"
+            if frac >= STALL_CRITICAL_FRACTION:
+                severity = "critical"
+            elif frac >= STALL_WARNING_FRACTION:
+                severity = "warning"
+        else:
+            what = f"Kernels left {frac:.0%} of wave/warp slots idle, time-weighted (occupancy)"
+            if 1 - frac < LOW_OCCUPANCY:
+                severity = "warning"
+        lead = top[0]
+        title = (f"{what}; top: {_short(lead['kernel'])} "
+                 f"({lead['stall_weighted_ns'] / 1e6:.3f} ms stall-weighted of {lead['time_ns'] / 1e6:.3f} ms)")
+        lines = [f"{_short(r['kernel'])}: {_diagnosis(r, is_tpu)}." for r in top[:3]]
+        coverage = counted_ns / total_ns if total_ns else None
+        cov_text = (f" The ranking covers {coverage:.0%} of kernel time (kernels with a stall measure)."
+                    if coverage is not None and coverage < 0.999 else "")
+        counted = sum(r.get("counted_dispatches", 0) for r in ranked)
+        if has_counters and not is_tpu:
+            cov_text += (f" Counter ratios come from {counted} counted dispatches (all passes) and are applied "
+                         "to each kernel's whole time.")
+        evidence: dict[str, Any] = {
+            "stall_weighted_ns": round(stalled_ns),
+            "counted_kernel_time_ns": counted_ns,
+            "kernel_time_ns": total_ns,
+            "stall_weighted_time_fraction": frac,
+            "basis": sorted(bases),
+            "thresholds": {
+                "dependency_wait_high": DEPENDENCY_WAIT_HIGH, "issue_wait_high": ISSUE_WAIT_HIGH,
+                "low_occupancy": LOW_OCCUPANCY,
+            },
+            "kernels": [_evidence_row(r) for r in top],
+        }
+        if not is_tpu and not has_counters:
+            # kernels whose Kineto estimate is a failed calculation (0 % with opt-in shared memory)
+            unknown = sorted((r for r in rows if r.get("occupancy_unknown_dispatches")), key=lambda r: -r["time_ns"])
+            evidence["occupancy_unknown_dispatches"] = sum(r["occupancy_unknown_dispatches"] for r in unknown)
+            evidence["occupancy_unknown_time_ns"] = sum(r["time_ns"] for r in unknown)
+            evidence["occupancy_unknown_kernels"] = [r["kernel"] for r in unknown][:TOP_N]
+            if unknown:
+                cov_text += (f" {evidence['occupancy_unknown_dispatches']} launches report 0 % occupancy with more "
+                             "shared memory per block than the default limit: Kineto could not estimate them "
+                             "(left out).")
+        return Finding(
+            severity=severity,
+            title=title,
+            detail=" ".join(lines) + cov_text,
+            evidence=evidence,
+        )
+
+    @staticmethod
+    def _missing_counters(
+        con: duckdb.DuckDBPyConnection, run_id: str, rows: list[dict[str, Any]]
+    ) -> Finding | None:
+        present = {r[0] for r in con.execute(
+            "SELECT DISTINCT counter FROM counters WHERE run_id = ?", [run_id]).fetchall()}
+        missing = [c for c in STALL_COUNTERS if c not in present]
+        if not missing:
+            return None
+        meta = con.execute(
+            """SELECT trace_metadata->>'$.command',
+                      coalesce(TRY_CAST(trace_metadata->>'$.counts.sample' AS BIGINT), 0),
+                      len(list_filter(coalesce(json_keys(trace_metadata->'$.skipped_files'), []),
+                                      lambda k: k LIKE '%pc_sampling%'))
+               FROM ranks WHERE run_id = ? ORDER BY rank""",
+            [run_id],
+        ).fetchall()
+        command = next((m[0] for m in meta if m[0]), None)
+        pc_samples = sum(int(m[1]) for m in meta)
+        pc_files = sum(int(m[2]) for m in meta)
+        line = rocprofv3_command(command)
+        supported = sorted({k for r in rows for k in ("occupancy", "mem_unit_busy", "write_unit_stalled", "ea_busy")
+                            if r.get(k) is not None})
+        have = f" What the collected counters support: {', '.join(supported)}." if supported else ""
+        pc = ""
+        if pc_samples or pc_files:
+            pc = (" PC-sampling records are present but tracekit does not store them, so no stall-reason "
+                  "histogram is shown.")
+        return Finding(
+            severity="info",
+            title=f"Wave-stall counters missing: {', '.join(missing)}",
+            detail=(f"Dependency-wait and issue-wait fractions need {', '.join(STALL_COUNTERS)} collected "
+                    f"together.{have}{pc} Collect them in one pass (5 SQ + 1 GRBM counters; check with "
+                    f"`rocprofv3-avail pmc-check`): {line}"),
+            evidence={"missing": missing, "present": sorted(present), "rocprofv3": line,
+                      "pc_samples_not_stored": pc_samples, "pc_sampling_files_not_stored": pc_files},
+        )
+
+    @staticmethod
+    def _tpu_sync(con: duckdb.DuckDBPyConnection, run_id: str) -> tuple[float | None, Finding | None] | None:
+        # The device "XLA TraceMe" line: device_spans of category device_traceme.
+        rows = con.execute(
+            """WITH s AS (
+                 SELECT rank, device, sum(dur_ns) FILTER (WHERE name = 'barrier-cores') AS barrier_ns,
+                        sum(dur_ns) FILTER (WHERE name = 'dependency-wait') AS dep_ns,
+                        count(*) AS n
+                 FROM device_spans WHERE run_id = ? AND category = 'device_traceme'
+                   AND name IN (SELECT unnest(?::VARCHAR[]))
+                 GROUP BY ALL),
+               w AS (
+                 SELECT rank, device, max(end_ns) - min(start_ns) AS window_ns
+                 FROM kernels WHERE run_id = ? AND category = 'kernel' GROUP BY ALL)
+               SELECT s.rank, s.device, coalesce(s.barrier_ns, 0), coalesce(s.dep_ns, 0), s.n, w.window_ns
+               FROM s LEFT JOIN w USING (rank, device) ORDER BY s.rank, s.device""",
+            [run_id, list(TPU_SYNC_WAITS), run_id],
+        ).fetchall()
+        if not rows:
+            return None
+        per_device: list[dict[str, Any]] = [
+            {"rank": int(r), "device": int(d), "barrier_cores_ns": int(b), "dependency_wait_ns": int(dep),
+             "events": int(n), "window_ns": int(w) if w else None,
+             "sync_wait_fraction": (int(b) + int(dep)) / int(w) if w else None}
+            for r, d, b, dep, n, w in rows
+        ]
+        windows = sum(p["window_ns"] or 0 for p in per_device)
+        waits = sum(p["barrier_cores_ns"] + p["dependency_wait_ns"] for p in per_device)
+        frac = waits / windows if windows else None
+        worst = max(per_device, key=lambda p: p["sync_wait_fraction"] or 0.0)
+        wf = worst["sync_wait_fraction"] or 0.0
+        severity: Severity = "warning" if wf >= SYNC_WAIT_WARNING_FRACTION else "info"
+        finding = Finding(
+            severity=severity,
+            title=(f"TPU cores waited {waits / 1e6:.3f} ms at barriers and dependencies; worst TPU:{worst['device']} "
+                   f"{(worst['barrier_cores_ns'] + worst['dependency_wait_ns']) / 1e6:.3f} ms ({wf:.2%} of its op window)"),
+            detail=("barrier-cores spans are cores waiting for each other (collectives, cross-core syncs); "
+                    "dependency-wait spans wait on an outstanding operation. Uneven barrier time across devices "
+                    "points at a straggler: compare the devices' work before the barrier."),
+            evidence={"devices": per_device, "sync_wait_fraction": frac,
+                      "threshold_warning": SYNC_WAIT_WARNING_FRACTION},
+        )
+        return frac, finding
+
+
+def _with_stall(r: dict[str, Any]) -> dict[str, Any]:
+    """Adds ``stall_fraction``, ``stall_basis`` and ``stall_weighted_ns`` to a kernel row."""
+    if "stall_fraction" not in r:
+        dep, issue, occ = r.get("dependency_wait"), r.get("issue_wait"), r.get("occupancy")
+        if dep is not None or issue is not None:
+            r["stall_fraction"] = min(1.0, float(dep or 0.0) + float(issue or 0.0))
+            r["stall_basis"] = "wave_wait"
+        elif occ is not None:
+            r["stall_fraction"] = 1.0 - min(1.0, float(occ))
+            r["stall_basis"] = "occupancy"
+        else:
+            r["stall_fraction"] = None
+            r["stall_basis"] = None
+    sf = r["stall_fraction"]
+    r["stall_weighted_ns"] = r["time_ns"] * sf if sf is not None else 0.0
+    return r
+
+
+def _diagnosis(r: dict[str, Any], is_tpu: bool) -> str:
+    if is_tpu:
+        if r.get("dma_wait"):
+            return (f"{r['time_ns'] / 1e6:.3f} ms waiting for a DMA transfer ({r['hlo_category']}): overlap the "
+                    "copy with compute (start it earlier) or keep the data in HBM instead of offloading it")
+        return f"{r['time_ns'] / 1e6:.3f} ms"
+    parts = []
+    dep, issue, occ = r.get("dependency_wait"), r.get("issue_wait"), r.get("occupancy")
+    if dep is not None:
+        parts.append(f"dependency wait {dep:.0%} of wave cycles")
+    if issue is not None:
+        parts.append(f"issue wait {issue:.0%}")
+    if occ is not None:
+        parts.append(f"occupancy {occ:.0%}")
+    if r.get("warps_per_sm") is not None:
+        parts.append(f"{r['warps_per_sm']:.1f} warps per SM")
+    advice = []
+    if dep is not None and dep >= DEPENDENCY_WAIT_HIGH:
+        advice.append("waves mostly wait on memory or s_waitcnt dependencies: memory-latency or bandwidth bound "
+                      "(compare its bytes with the HBM peak; more resident waves or fusion to reuse data)")
+    if issue is not None and issue >= ISSUE_WAIT_HIGH:
+        advice.append("waves often cannot issue: execution-pipe back-pressure or arbitration")
+    if occ is not None and occ < LOW_OCCUPANCY:
+        advice.append("few waves/warps resident: a small grid or register/LDS limits; give each launch more "
+                      "work or use fewer registers")
+    text = ", ".join(parts) if parts else "no stall measure"
+    return text + (" — " + "; ".join(advice) if advice else "")
+
+
+def _evidence_row(r: dict[str, Any]) -> dict[str, Any]:
+    keys = ("kernel", "dispatches", "counted_dispatches", "time_ns", "stall_basis", "stall_fraction",
+            "stall_weighted_ns", "dependency_wait", "issue_wait", "active", "occupancy", "occupancy_source",
+            "warps_per_sm", "occupancy_unknown_dispatches", "mem_unit_busy", "write_unit_stalled", "ea_busy",
+            "waves_per_dispatch", "hlo_category", "dma_wait")
+    out = {k: r[k] for k in keys if k in r}
+    out["stall_weighted_ns"] = round(out["stall_weighted_ns"])
+    clean: dict[str, Any] = json.loads(json.dumps(out, default=float))
+    return clean
+
+
+def _short(name: str, n: int = 60) -> str:
+    return name if len(name) <= n else name[: n - 1] + "…"
