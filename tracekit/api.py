@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -93,17 +94,25 @@ def analyze_runs(
             if rid not in known:
                 raise TraceInputError(path, f"no run {rid!r} in the store (see `tracekit runs`)")
         out = []
-        for rid in run_ids:
-            results = analyze_run(con, rid)
-            out.append(
-                {
-                    "run_id": rid,
-                    "findings": [
-                        {"analyzer": name, **f.__dict__} for name, r in results.items() for f in r.findings
-                    ],
-                    "metrics": [
-                        {"analyzer": name, **m.__dict__} for name, r in results.items() for m in r.metrics
-                    ],
-                }
-            )
+        # The writer connection runs DuckDB on one thread (cheap ingest, see store.connect); the
+        # analyzers' sorts and joins over 1M-row runs use every core (benchmarks/bench_analyze.py),
+        # still on this connection, so writes stay serialized by the store lock.
+        threads = int(con.execute("SELECT current_setting('threads')").fetchall()[0][0])
+        con.execute(f"SET threads = {max(1, os.cpu_count() or 1)}")
+        try:
+            for rid in run_ids:
+                results = analyze_run(con, rid)
+                out.append(
+                    {
+                        "run_id": rid,
+                        "findings": [
+                            {"analyzer": name, **f.__dict__} for name, r in results.items() for f in r.findings
+                        ],
+                        "metrics": [
+                            {"analyzer": name, **m.__dict__} for name, r in results.items() for m in r.metrics
+                        ],
+                    }
+                )
+        finally:
+            con.execute(f"SET threads = {threads}")
     return out

@@ -75,52 +75,56 @@ _STEP_FAMILY = r"""CASE
   END"""
 
 # Device rows with their launching call, the steady window, and the busy islands inside it.
+# Written for 1M-row runs (benchmarks/bench_analyze.py, docs/performance.md): the first kernel of a
+# launching call comes from the call aggregate (no window over all rows); the trimmed window bounds
+# from a top-N aggregate ({n_top} = the largest k + 1 of any device, filled in per run); and the
+# islands from ONE sort of the clipped rows: a row starts an island when it starts after every row
+# before it has ended. An island's launching call is that of its earliest row with one (the first
+# such row at or after the island's first row, if it comes before the next island's first row).
 _BASE = f"""
 WITH calls AS (
   SELECT rank, correlation_id, any_value(api_kind) AS api_kind,
-         min(api_start_ns) AS api_start_ns, max(api_start_ns + api_dur_ns) AS api_end_ns
+         min(api_start_ns) AS api_start_ns, max(api_start_ns + api_dur_ns) AS api_end_ns,
+         min(start_ns) AS first_start_ns
   FROM launches WHERE run_id = $run GROUP BY ALL),
 act AS (
   SELECT k.rank, k.device, k.stream, k.category, k.correlation_id, k.start_ns,
          k.start_ns + greatest(k.dur_ns, 0) AS end_ns, c.api_kind, c.api_start_ns,
-         c.api_kind = 'graph_launch'
-           AND k.start_ns > min(k.start_ns) OVER (PARTITION BY k.rank, k.correlation_id) AS graph_inner,
+         c.api_kind = 'graph_launch' AND k.start_ns > c.first_start_ns AS graph_inner,
          CASE WHEN c.api_kind = 'graph_launch' THEN c.api_start_ns ELSE c.api_end_ns END AS submit_ns
   FROM kernels k LEFT JOIN calls c
     ON c.rank = k.rank AND c.correlation_id = k.correlation_id
   WHERE k.run_id = $run),
-ordered AS (
-  SELECT rank, device, start_ns, end_ns, count(*) OVER (PARTITION BY rank, device) AS n,
-         row_number() OVER (PARTITION BY rank, device ORDER BY start_ns) AS rn_start,
-         row_number() OVER (PARTITION BY rank, device ORDER BY end_ns DESC) AS rn_end
-  FROM act),
-win AS (
-  SELECT rank, device, any_value(n) AS n,
-         any_value(CASE WHEN n >= {MIN_ROWS_TO_TRIM}
-                        THEN greatest(1, floor(n * {TRIM_FRACTION}))::BIGINT ELSE 0 END) AS k
-  FROM ordered GROUP BY ALL),
+tops AS (
+  SELECT rank, device, count(*) AS n, min(start_ns, {{n_top}}) AS first_starts,
+         max(end_ns, {{n_top}}) AS last_ends
+  FROM act GROUP BY ALL),
 bounds AS (
-  SELECT w.rank, w.device, w.n, w.k,
-         max(o.start_ns) FILTER (WHERE o.rn_start = w.k + 1) AS lo,
-         max(o.end_ns) FILTER (WHERE o.rn_end = w.k + 1) AS hi
-  FROM win w JOIN ordered o USING (rank, device) GROUP BY ALL),
+  SELECT rank, device, n, k, first_starts[k + 1] AS lo, last_ends[k + 1] AS hi
+  FROM (SELECT *, CASE WHEN n >= {MIN_ROWS_TO_TRIM}
+                       THEN greatest(1, floor(n * {TRIM_FRACTION}))::BIGINT ELSE 0 END AS k FROM tops)),
 clipped AS (
   SELECT a.*, greatest(a.start_ns, b.lo) AS s, least(a.end_ns, b.hi) AS e
   FROM act a JOIN bounds b USING (rank, device)
   WHERE least(a.end_ns, b.hi) > greatest(a.start_ns, b.lo)),
-flagged AS (
-  SELECT *, CASE WHEN s > coalesce(max(e) OVER (PARTITION BY rank, device ORDER BY s, e
-                     ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), s - 1) THEN 1 ELSE 0 END AS new_island
-  FROM clipped),
-numbered AS (
-  SELECT *, sum(new_island) OVER (PARTITION BY rank, device ORDER BY s, e
-                                  ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS island
-  FROM flagged),
+starts AS (
+  SELECT rank, device, s, graph_inner,
+         max(e) OVER w_before AS prev_max, max(e) OVER w_all AS max_e,
+         first_value(CASE WHEN submit_ns IS NOT NULL THEN s END IGNORE NULLS) OVER w_after AS call_s,
+         first_value(submit_ns IGNORE NULLS) OVER w_after AS call_submit_ns,
+         first_value(api_kind IGNORE NULLS) OVER w_after AS call_api_kind
+  FROM clipped
+  WINDOW w_before AS (PARTITION BY rank, device ORDER BY s, e ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING),
+         w_after AS (PARTITION BY rank, device ORDER BY s, e ROWS BETWEEN CURRENT ROW AND UNBOUNDED FOLLOWING),
+         w_all AS (PARTITION BY rank, device ORDER BY s, e
+                   ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING)
+  QUALIFY prev_max IS NULL OR s > prev_max),
 islands AS (
-  SELECT rank, device, island, min(s) AS s, max(e) AS e,
-         arg_min(submit_ns, s) AS submit_ns, arg_min(coalesce(graph_inner, false), s) AS graph_inner,
-         arg_min(api_kind, s) AS api_kind
-  FROM numbered GROUP BY ALL),
+  SELECT rank, device, s, coalesce(lead(prev_max) OVER w, max_e) AS e,
+         CASE WHEN lead(s) OVER w IS NULL OR call_s < lead(s) OVER w THEN call_submit_ns END AS submit_ns,
+         coalesce(graph_inner, false) AS graph_inner,
+         CASE WHEN lead(s) OVER w IS NULL OR call_s < lead(s) OVER w THEN call_api_kind END AS api_kind
+  FROM starts WINDOW w AS (PARTITION BY rank, device ORDER BY s)),
 gaps AS (
   SELECT *, s - lag(e) OVER (PARTITION BY rank, device ORDER BY s) AS gap,
          lag(e) OVER (PARTITION BY rank, device ORDER BY s) AS prev_e
@@ -130,8 +134,85 @@ classified AS (
                  WHEN NOT graph_inner AND submit_ns > prev_e THEN 'host_wait'
                  WHEN gap < {KERNEL_WAIT_NS} THEN 'between_kernels'
                  ELSE 'other' END AS idle_kind
-  FROM gaps)
-"""
+  FROM gaps)"""
+
+# Host step annotations of the first family present, numbered per rank by start.
+_STEPS = f"""
+fam AS (
+  SELECT rank, name, start_ns, end_ns, {_STEP_FAMILY} AS family
+  FROM annotations WHERE run_id = $run AND NOT on_device),
+steps AS (
+  SELECT rank, name, start_ns, end_ns,
+         row_number() OVER (PARTITION BY rank ORDER BY start_ns) AS step
+  FROM fam WHERE family = (SELECT min(family) FROM fam))"""
+
+# Steps of a rank overlap when one starts before an earlier one has ended (or two start together).
+_OVERLAPS = f"""
+WITH {_STEPS},
+ordered AS (
+  SELECT start_ns, lag(start_ns) OVER (PARTITION BY rank ORDER BY start_ns) AS prev_start,
+         max(end_ns) OVER (PARTITION BY rank ORDER BY start_ns
+                           ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_end
+  FROM steps)
+SELECT count(*) FROM ordered WHERE start_ns <= prev_start OR start_ns < prev_end"""
+
+# The step of each launching call: the step whose annotation holds the call's start. Disjoint steps
+# (the usual case): an ASOF join, the latest step starting at or before the call; overlapping
+# steps: every step that holds it (a range join, slower).
+_CALL_STEP_ASOF = """
+call_step AS (
+  SELECT c.rank, c.correlation_id, st.step, st.name, st.end_ns - st.start_ns AS host_ns
+  FROM calls c ASOF JOIN steps st ON st.rank = c.rank AND c.api_start_ns >= st.start_ns
+  WHERE c.api_start_ns < st.end_ns)"""
+_CALL_STEP_RANGE = """
+call_step AS (
+  SELECT c.rank, c.correlation_id, st.step, st.name, st.end_ns - st.start_ns AS host_ns
+  FROM calls c JOIN steps st ON st.rank = c.rank
+       AND c.api_start_ns >= st.start_ns AND c.api_start_ns < st.end_ns)"""
+
+# One query for the device totals and the steps, so that the base is computed once. Busy time in a
+# step's span [lo, hi] = B(hi) − B(lo), with B(t) the busy time before t: the islands are disjoint
+# and sorted, so B(t) = busy before the last island starting at or before t + its part before t.
+_TIMELINE = f"""{{base}},
+{_STEPS},
+{{call_step}},
+member AS (
+  SELECT cs.rank, cs.step, cs.name, cs.host_ns, a.device,
+         count(*) FILTER (WHERE a.category = 'kernel') AS kernels,
+         count(*) FILTER (WHERE a.category = 'kernel' AND a.api_kind = 'kernel_launch') AS direct,
+         greatest(min(a.start_ns), any_value(b.lo)) AS lo,
+         least(max(a.end_ns), any_value(b.hi)) AS hi
+  FROM act a JOIN call_step cs ON cs.rank = a.rank AND cs.correlation_id = a.correlation_id
+  JOIN bounds b ON b.rank = a.rank AND b.device = a.device
+  GROUP BY ALL),
+cum AS (
+  SELECT rank, device, s, e,
+         coalesce(sum(e - s) OVER (PARTITION BY rank, device ORDER BY s
+                                   ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS before
+  FROM islands),
+to_hi AS (
+  SELECT m.*, coalesce(c.before + least(c.e, m.hi) - c.s, 0) AS busy_to_hi
+  FROM member m ASOF LEFT JOIN cum c ON c.rank = m.rank AND c.device = m.device AND m.hi >= c.s),
+step_busy AS (
+  SELECT t.*, greatest(t.busy_to_hi - coalesce(c.before + least(c.e, t.lo) - c.s, 0), 0) AS busy
+  FROM to_hi t ASOF LEFT JOIN cum c ON c.rank = t.rank AND c.device = t.device AND t.lo >= c.s),
+per_device AS (
+  SELECT rank, device, sum(e - s) AS busy,
+         sum(gap) FILTER (WHERE idle_kind = 'host_wait') AS host_wait,
+         sum(gap) FILTER (WHERE idle_kind = 'between_kernels') AS between_k,
+         sum(gap) FILTER (WHERE idle_kind = 'other') AS other,
+         sum(greatest(gap - {GRAPH_RESIDUAL_GAP_NS}, 0))
+           FILTER (WHERE idle_kind = 'between_kernels' AND api_kind = 'kernel_launch') AS launch_gap,
+         count(*) FILTER (WHERE idle_kind = 'host_wait') AS n_host_wait
+  FROM classified GROUP BY ALL)
+SELECT 'device' AS part, b.rank, b.device, b.n, b.k, b.lo, b.hi, coalesce(d.busy, 0) AS busy,
+       coalesce(d.host_wait, 0) AS host_wait, coalesce(d.between_k, 0) AS between_k,
+       coalesce(d.other, 0) AS other, coalesce(d.launch_gap, 0) AS launch_gap,
+       coalesce(d.n_host_wait, 0) AS n_host_wait
+FROM bounds b LEFT JOIN per_device d ON d.rank = b.rank AND d.device = b.device
+UNION ALL BY NAME
+SELECT 'step' AS part, rank, step, name, host_ns, device, kernels, direct, lo, hi, busy FROM step_busy
+ORDER BY part, rank, step, device"""
 
 
 def _median(values: list[float]) -> float | None:
@@ -150,34 +231,15 @@ class LaunchIdle(Analyzer, name="launch_idle"):
 
     def analyze(self, con: duckdb.DuckDBPyConnection, run_id: str) -> AnalyzerResult:
         p = {"run": run_id}
-        per_dev = con.execute(
-            _BASE
-            + f"""
-            SELECT b.rank, b.device, b.n, b.k, b.lo, b.hi,
-                   (SELECT coalesce(sum(i.e - i.s), 0) FROM islands i
-                     WHERE i.rank = b.rank AND i.device = b.device) AS busy,
-                   (SELECT coalesce(sum(c.gap) FILTER (WHERE c.idle_kind = 'host_wait'), 0)
-                    FROM classified c WHERE c.rank = b.rank AND c.device = b.device) AS host_wait,
-                   (SELECT coalesce(sum(c.gap) FILTER (WHERE c.idle_kind = 'between_kernels'), 0)
-                    FROM classified c WHERE c.rank = b.rank AND c.device = b.device) AS between_k,
-                   (SELECT coalesce(sum(c.gap) FILTER (WHERE c.idle_kind = 'other'), 0)
-                    FROM classified c WHERE c.rank = b.rank AND c.device = b.device) AS other,
-                   (SELECT coalesce(sum(greatest(c.gap - {GRAPH_RESIDUAL_GAP_NS}, 0))
-                             FILTER (WHERE c.idle_kind = 'between_kernels' AND c.api_kind = 'kernel_launch'), 0)
-                    FROM classified c WHERE c.rank = b.rank AND c.device = b.device) AS launch_gap,
-                   (SELECT count(*) FILTER (WHERE c.idle_kind = 'host_wait')
-                    FROM classified c WHERE c.rank = b.rank AND c.device = b.device) AS n_host_wait
-            FROM bounds b ORDER BY b.rank, b.device""",
-            p,
-        ).fetchall()
+        per_dev, steps = self._timeline(con, run_id)
         if not per_dev:
             return AnalyzerResult(metrics=self._metrics({}))
-        window = sum(int(r[5]) - int(r[4]) for r in per_dev if r[4] is not None and r[5] is not None)
-        busy = sum(int(r[6]) for r in per_dev)
-        host_wait = sum(int(r[7]) for r in per_dev)
-        between = sum(int(r[8]) for r in per_dev)
-        other = sum(int(r[9]) for r in per_dev)
-        launch_gap = sum(int(r[10]) for r in per_dev)
+        window = sum(int(r["hi"]) - int(r["lo"]) for r in per_dev if r["lo"] is not None and r["hi"] is not None)
+        busy = sum(int(r["busy"]) for r in per_dev)
+        host_wait = sum(int(r["host_wait"]) for r in per_dev)
+        between = sum(int(r["between_k"]) for r in per_dev)
+        other = sum(int(r["other"]) for r in per_dev)
+        launch_gap = sum(int(r["launch_gap"]) for r in per_dev)
         frac = (lambda x: x / window) if window > 0 else (lambda x: None)
 
         launch = con.execute(
@@ -193,7 +255,6 @@ class LaunchIdle(Analyzer, name="launch_idle"):
         n_kernels = int(
             con.execute("SELECT count(*) FROM kernels WHERE run_id = $run AND category = 'kernel'", p).fetchall()[0][0]
         )
-        steps = self._steps(con, run_id)
 
         n_direct, delay_ns, direct_kernel_ns, launch_call_ns = launch
         n_graphs, n_graph_kernels, graph_call_ns = int(graph[0]), int(graph[1]), graph[2]
@@ -219,10 +280,10 @@ class LaunchIdle(Analyzer, name="launch_idle"):
             "busy_ns": busy,
             "idle_ns": {"host_wait": host_wait, "between_kernels": between, "other": other},
             "launch_overhead_gap_ns": launch_gap,
-            "host_wait_gaps": sum(int(r[11]) for r in per_dev),
+            "host_wait_gaps": sum(int(r["n_host_wait"]) for r in per_dev),
             "per_device": [
-                {"rank": r[0], "device": r[1], "rows": int(r[2]), "trimmed_each_end": int(r[3]),
-                 "window_start_ns": r[4], "window_end_ns": r[5], "busy_ns": int(r[6])}
+                {"rank": r["rank"], "device": r["device"], "rows": int(r["n"]), "trimmed_each_end": int(r["k"]),
+                 "window_start_ns": r["lo"], "window_end_ns": r["hi"], "busy_ns": int(r["busy"])}
                 for r in per_dev
             ],
             "individually_launched_kernels": int(n_direct),
@@ -336,43 +397,38 @@ class LaunchIdle(Analyzer, name="launch_idle"):
         return out
 
     @staticmethod
-    def _steps(con: duckdb.DuckDBPyConnection, run_id: str) -> list[dict[str, Any]]:
-        """Per step (host step annotation): kernels launched in it, its device span clipped to the
-        steady window, and the busy share of that span."""
-        rows = con.execute(
-            _BASE
-            + f""",
-            fam AS (
-              SELECT rank, name, start_ns, end_ns, {_STEP_FAMILY} AS family
-              FROM annotations WHERE run_id = $run AND NOT on_device),
-            steps AS (
-              SELECT rank, name, start_ns, end_ns,
-                     row_number() OVER (PARTITION BY rank ORDER BY start_ns) AS step
-              FROM fam WHERE family = (SELECT min(family) FROM fam)),
-            member AS (
-              SELECT st.rank, st.step, st.name, st.end_ns - st.start_ns AS host_ns, a.device,
-                     count(*) FILTER (WHERE a.category = 'kernel') AS kernels,
-                     count(*) FILTER (WHERE a.category = 'kernel' AND a.api_kind = 'kernel_launch') AS direct,
-                     greatest(min(a.start_ns), any_value(b.lo)) AS lo,
-                     least(max(a.end_ns), any_value(b.hi)) AS hi
-              FROM steps st JOIN act a ON a.rank = st.rank
-                   AND a.api_start_ns >= st.start_ns AND a.api_start_ns < st.end_ns
-              JOIN bounds b ON b.rank = a.rank AND b.device = a.device
-              GROUP BY ALL)
-            SELECT m.rank, m.step, m.name, m.host_ns, m.device, m.kernels, m.direct, m.lo, m.hi,
-                   (SELECT coalesce(sum(greatest(least(i.e, m.hi) - greatest(i.s, m.lo), 0)), 0)
-                    FROM islands i WHERE i.rank = m.rank AND i.device = m.device
-                      AND i.e > m.lo AND i.s < m.hi) AS busy
-            FROM member m ORDER BY m.rank, m.step, m.device""",
-            {"run": run_id},
-        ).fetchall()
-        out = []
-        for rank, step, name, host_ns, device, kernels, direct, lo, hi, busy in rows:
+    def _timeline(
+        con: duckdb.DuckDBPyConnection, run_id: str
+    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """Per (rank, device): rows, trim, steady window, busy and idle split (dict rows); per step
+        (host step annotation): kernels launched in it, its device span clipped to the steady
+        window, and the busy share of that span."""
+        p = {"run": run_id}
+        n_top = con.execute(
+            f"""SELECT coalesce(max(CASE WHEN n >= {MIN_ROWS_TO_TRIM}
+                                    THEN greatest(1, floor(n * {TRIM_FRACTION}))::BIGINT ELSE 0 END), 0) + 1
+                FROM (SELECT count(*) AS n FROM kernels WHERE run_id = $run GROUP BY rank, device)""",
+            p,
+        ).fetchall()[0][0]
+        overlapping = con.execute(_OVERLAPS, p).fetchall()[0][0] > 0
+        cur = con.execute(
+            _TIMELINE.format(base=_BASE.format(n_top=int(n_top)),
+                             call_step=_CALL_STEP_RANGE if overlapping else _CALL_STEP_ASOF),
+            p,
+        )
+        cols = [c[0] for c in cur.description]
+        rows = [dict(zip(cols, r)) for r in cur.fetchall()]
+        per_dev = [r for r in rows if r["part"] == "device"]
+        steps = []
+        for r in rows:
+            if r["part"] != "step":
+                continue
+            lo, hi = r["lo"], r["hi"]
             span = max(int(hi) - int(lo), 0) if lo is not None and hi is not None else 0
-            out.append({
-                "rank": rank, "step": int(step), "name": name[:80], "device": device,
-                "host_ns": int(host_ns), "kernels": int(kernels), "direct_kernels": int(direct),
-                "device_ns": span, "busy_ns": int(busy),
-                "busy_fraction": int(busy) / span if span > 0 else None,
+            steps.append({
+                "rank": r["rank"], "step": int(r["step"]), "name": r["name"][:80], "device": r["device"],
+                "host_ns": int(r["host_ns"]), "kernels": int(r["kernels"]), "direct_kernels": int(r["direct"]),
+                "device_ns": span, "busy_ns": int(r["busy"]),
+                "busy_fraction": int(r["busy"]) / span if span > 0 else None,
             })
-        return out
+        return per_dev, steps

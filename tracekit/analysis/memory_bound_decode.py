@@ -208,21 +208,38 @@ class MemoryBoundDecode(Analyzer, name="memory_bound_decode"):
             "SELECT count(*) FROM kernels WHERE run_id = ? AND category = 'kernel'", [run_id]
         ).fetchall()[0][0] > 0
 
-        # Kernel time per phase and step (launch time places the kernel in a window)
+        # Kernel time per phase and step (launch time places the kernel in a window). The windows
+        # of a rank are disjoint (merge_windows), so the latest one starting at or before the launch
+        # (an ASOF join) is the only one that can hold it. Written for 1M-kernel runs
+        # (benchmarks/bench_analyze.py): launching calls are placed once (many kernels share one
+        # graph launch), kernels without one by their own start; the GEMM-name regex runs once per
+        # distinct name.
         kt = con.execute(
             f"""WITH {w_sql},
                  calls AS (SELECT rank, correlation_id, min(start_ns) AS api_ns FROM runtime_calls
                            WHERE run_id = ? AND correlation_id IS NOT NULL GROUP BY ALL),
-                 k AS (SELECT k.rank, k.name, coalesce(k.device_dur_ns, k.dur_ns) AS d,
-                              coalesce(c.api_ns, k.start_ns) AS t
-                       FROM kernels k LEFT JOIN calls c USING (rank, correlation_id)
-                       WHERE k.run_id = ? AND k.category = 'kernel')
-               SELECT coalesce(w.phase, 'unassigned'), w.step, count(*), sum(k.d),
-                      sum(k.d) FILTER (WHERE regexp_matches(k.name, ?)),
-                      list(DISTINCT k.name) FILTER (WHERE regexp_matches(k.name, ?))
-               FROM k LEFT JOIN w ON w.rank = k.rank AND k.t BETWEEN w.ws AND w.we
+                 placed AS (SELECT c.rank, c.correlation_id, {_in_window("c.api_ns", "w.phase")} AS phase,
+                                   {_in_window("c.api_ns", "w.step")} AS step
+                            FROM calls c ASOF LEFT JOIN w ON w.rank = c.rank AND c.api_ns >= w.ws),
+                 k AS (SELECT k.rank, k.name, k.start_ns, coalesce(k.device_dur_ns, k.dur_ns) AS d,
+                              p.correlation_id IS NOT NULL AS has_call, p.phase, p.step
+                       FROM kernels k LEFT JOIN placed p USING (rank, correlation_id)
+                       WHERE k.run_id = ? AND k.category = 'kernel'),
+                 own AS (SELECT k.name, k.d, {_in_window("k.start_ns", "w.phase")} AS phase,
+                                {_in_window("k.start_ns", "w.step")} AS step
+                         FROM (SELECT * FROM k WHERE NOT has_call) k
+                         ASOF LEFT JOIN w ON w.rank = k.rank AND k.start_ns >= w.ws),
+                 by_name AS (
+                   SELECT phase, step, name, count(*) AS n, sum(d) AS d
+                   FROM (SELECT name, d, phase, step FROM k WHERE has_call
+                         UNION ALL SELECT name, d, phase, step FROM own)
+                   GROUP BY ALL),
+                 gemm AS (SELECT name, regexp_matches(name, ?) AS is_gemm FROM (SELECT DISTINCT name FROM by_name))
+               SELECT coalesce(phase, 'unassigned'), step, sum(n), sum(d),
+                      sum(d) FILTER (WHERE is_gemm), list(DISTINCT name) FILTER (WHERE is_gemm)
+               FROM by_name JOIN gemm USING (name)
                GROUP BY ALL""",
-            [*w_params, run_id, run_id, GEMM_KERNEL, GEMM_KERNEL],
+            [*w_params, run_id, run_id, GEMM_KERNEL],
         ).fetchall()
         phase_time: dict[str, int] = {}
         phase_gemm_time: dict[str, int] = {}
@@ -433,9 +450,10 @@ class MemoryBoundDecode(Analyzer, name="memory_bound_decode"):
     def _xla_costs(con: duckdb.DuckDBPyConnection, run_id: str, w_sql: str, w_params: list[Any]) -> list[Costed]:
         rows = con.execute(
             f"""WITH {w_sql}
-               SELECT k.name, k.hlo_category, coalesce(w.phase, 'all'), count(*), sum(k.flops),
+               SELECT k.name, k.hlo_category, coalesce({_in_window("k.start_ns", "w.phase")}, 'all'),
+                      count(*), sum(k.flops),
                       sum(coalesce(k.hbm_bytes, k.bytes_accessed)), sum(k.device_dur_ns)
-               FROM kernels k LEFT JOIN w ON w.rank = k.rank AND k.start_ns BETWEEN w.ws AND w.we
+               FROM kernels k ASOF LEFT JOIN w ON w.rank = k.rank AND k.start_ns >= w.ws
                WHERE k.run_id = ? AND k.category = 'kernel' AND k.flops IS NOT NULL
                  AND coalesce(k.hbm_bytes, k.bytes_accessed) > 0 AND k.device_dur_ns > 0
                  AND coalesce(k.hlo_category, '') NOT IN {ASYNC_COPY_HALVES}
@@ -455,13 +473,15 @@ class MemoryBoundDecode(Analyzer, name="memory_bound_decode"):
                                sum(dur_ns) AS d
                         FROM kernel_ops WHERE run_id = ? AND category = 'kernel' AND op_name IN ?
                           AND input_dims IS NOT NULL GROUP BY ALL)
-                  SELECT o.op_name, o.input_dims, o.input_types, coalesce(w.phase, 'all'), count(*), sum(o.d)
-                  FROM o LEFT JOIN w ON w.rank = o.rank AND o.op_start_ns BETWEEN w.ws AND w.we
+                  SELECT o.op_name, o.input_dims, o.input_types,
+                         coalesce({_in_window("o.op_start_ns", "w.phase")}, 'all'), count(*), sum(o.d)
+                  FROM o ASOF LEFT JOIN w ON w.rank = o.rank AND o.op_start_ns >= w.ws
                   GROUP BY ALL"""
         else:
             sql = f"""WITH {w_sql}
-                  SELECT o.name, o.input_dims, o.input_types, coalesce(w.phase, 'all'), count(*), sum(o.dur_ns)
-                  FROM ops o LEFT JOIN w ON w.rank = o.rank AND o.start_ns BETWEEN w.ws AND w.we
+                  SELECT o.name, o.input_dims, o.input_types,
+                         coalesce({_in_window("o.start_ns", "w.phase")}, 'all'), count(*), sum(o.dur_ns)
+                  FROM ops o ASOF LEFT JOIN w ON w.rank = o.rank AND o.start_ns >= w.ws
                   WHERE o.run_id = ? AND o.name IN ? AND o.input_dims IS NOT NULL GROUP BY ALL"""
         out: list[Costed] = []
         for op, dims, types, phase, n, d in con.execute(sql, [*w_params, run_id, names]).fetchall():
@@ -511,6 +531,12 @@ class MemoryBoundDecode(Analyzer, name="memory_bound_decode"):
             return f"{spec.name}: {RIDGE_DTYPE} peak or HBM bandwidth unknown, no ridge point"
         return (f"{spec.name} {RIDGE_DTYPE} {spec.peak_tflops[RIDGE_DTYPE]:g} TFLOP/s ÷ {spec.hbm_gbps:g} GB/s = "
                 f"{ridge:.1f} FLOP/B")
+
+
+def _in_window(t: str, col: str) -> str:
+    """``col`` of the window ASOF-joined as the latest one starting at or before ``t`` (``w.ws <= t``),
+    or NULL when ``t`` is past its end: the window that holds ``t``, the windows being disjoint."""
+    return f"CASE WHEN {t} <= w.we THEN {col} END"
 
 
 def _num(x: float | None) -> str:

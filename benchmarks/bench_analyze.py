@@ -1,0 +1,197 @@
+#!/usr/bin/env python3
+"""Analyze benchmark: every analyzer on a 1M-dispatch rocpd run (issue 5: all under 2 s).
+
+What it measures
+----------------
+The input is the ~1M-dispatch rocprofv3 rocpd database of ``bench_rocpd.py`` (generated once,
+cached in ``--workdir``, by that script's generator), ingested once into a store that is cached
+beside it (re-ingested when the database, or the tracekit/DuckDB versions, change). Then:
+
+* **whole process**: ``tracekit analyze RUN --format json --store STORE`` as its own process
+  (interpreter start-up, imports, opening the store, every analyzer, writing the findings and
+  metrics, printing the JSON, exit): wall time around spawn .. reap and peak RSS from
+  ``os.wait4``'s ``ru_maxrss`` of exactly that child, median of ``--repeat`` runs (the helpers
+  of ``bench_ingest.py``);
+* **in process**: on a writer connection opened as ``tracekit analyze`` opens it
+  (``tracekit.store.connect``, then DuckDB threads = the CPU count, as ``api.analyze_runs`` sets
+  them), ``Analyzer.analyze`` of each registered analyzer timed on its own, median of
+  ``--repeat`` rounds; their sum is the "all analyzers" time the issue's target is about.
+
+The report is a table per analyzer (median s, min s) with the total, and the whole-process wall
+and peak RSS; ``--out`` writes it as JSON. MB = 10**6 bytes.
+
+How to run
+----------
+::
+
+    .venv/bin/python benchmarks/bench_analyze.py --repeat 3 --out analyze.json
+
+It imports tracekit (the in-process part), so run it with the project's interpreter.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import json
+import os
+import platform
+import shlex
+import sqlite3
+import statistics
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_ingest import Sample, TracekitTool, _cache_key, _median, run_measured, tail
+from bench_rocpd import DEFAULT_SOURCE, DEFAULT_WORKDIR, TARGET_DISPATCHES, _tables, generate
+
+TARGET_ALL_ANALYZERS_S = 2.0  # issue 5: all analyzers together on a 1M-kernel run
+
+
+def _versions() -> dict[str, str]:
+    import importlib.metadata as md
+
+    return {n: md.version(n) for n in ("tracekit", "duckdb")}
+
+
+def cached_store(db: Path, workdir: Path, tool: TracekitTool, timeout_s: float) -> tuple[Path, str, dict[str, Any]]:
+    """The store holding ``db`` ingested (once; reused while the db and versions are unchanged)."""
+    store = workdir / f"{db.stem}.analyze-store.duckdb"
+    meta_path = store.with_name(store.name + ".meta.json")
+    key = {"db": _cache_key(db), "versions": _versions()}
+    if store.exists() and meta_path.exists():
+        meta = json.loads(meta_path.read_text())
+        if meta.get("key") == key:
+            print(f"[store] reusing {store} (run {meta['run_id']})", flush=True)
+            return store, str(meta["run_id"]), meta
+    for p in workdir.glob(store.name + "*"):
+        p.unlink()
+    print(f"[store] ingesting {db.name} into {store} ...", flush=True)
+    log_path = workdir / "logs" / "analyze-ingest.log"
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    cmd = [*tool.prefix, "ingest", str(db), "--store", str(store)]
+    with open(log_path, "wb") as log:
+        sample = run_measured(cmd, log, timeout_s)
+    if sample.returncode != 0:
+        raise SystemExit(f"ingest failed (exit {sample.returncode}): {shlex.join(cmd)}\n{tail(log_path)}")
+    import duckdb
+
+    con = duckdb.connect(str(store), read_only=True)
+    try:
+        run_ids = [r[0] for r in con.execute("SELECT run_id FROM runs").fetchall()]
+        kernels = con.execute("SELECT count(*) FROM kernels").fetchall()[0][0]
+        device_rows = con.execute("SELECT count(*) FROM device_activity").fetchall()[0][0]
+    finally:
+        con.close()
+    if len(run_ids) != 1:
+        raise SystemExit(f"expected one run in {store}, found {run_ids}")
+    meta = {"key": key, "run_id": run_ids[0], "kernels": kernels, "device_rows": device_rows,
+            "ingest_wall_s": round(sample.wall_s, 2), "ingest_peak_rss_mb": round(sample.rss_mb)}
+    meta_path.write_text(json.dumps(meta, indent=1))
+    print(f"[store] run {run_ids[0]}: {device_rows:,} device rows, ingest {sample.wall_s:.1f} s", flush=True)
+    return store, run_ids[0], meta
+
+
+def in_process(store: Path, run_id: str, repeat: int) -> dict[str, dict[str, float]]:
+    """Median and min seconds of each analyzer's ``analyze`` on the writer connection."""
+    from tracekit.analysis import ANALYZERS
+    from tracekit.store import connect
+
+    con = connect(store)
+    try:
+        con.execute(f"SET threads = {max(1, os.cpu_count() or 1)}")  # as api.analyze_runs
+        times: dict[str, list[float]] = {n: [] for n in sorted(ANALYZERS)}
+        for _ in range(repeat):
+            for name, ts in times.items():
+                t0 = time.perf_counter()
+                ANALYZERS[name]().analyze(con, run_id)
+                ts.append(time.perf_counter() - t0)
+    finally:
+        con.close()
+    return {n: {"median_s": statistics.median(ts), "min_s": min(ts)} for n, ts in times.items()}
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--source", type=Path, default=DEFAULT_SOURCE, help="rocpd database to replicate")
+    p.add_argument("--copies", type=int, default=0,
+                   help=f"copies of the source timeline (default: enough for {TARGET_DISPATCHES:,} dispatches)")
+    p.add_argument("--pmc-every", type=int, default=20,
+                   help="replicate the counter rows only in every Nth copy (default %(default)s)")
+    p.add_argument("--tracekit", default=None, help="tracekit command (default: .venv/bin/tracekit)")
+    p.add_argument("--repeat", type=int, default=3, help="runs; median reported")
+    p.add_argument("--workdir", type=Path, default=DEFAULT_WORKDIR, help="cache/scratch dir (default %(default)s)")
+    p.add_argument("--timeout", type=float, default=3600.0, help="per-run timeout in seconds")
+    p.add_argument("--out", type=Path, default=None, help="write JSON results here")
+    return p.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    workdir: Path = args.workdir.resolve()
+    copies = args.copies
+    if copies <= 0:
+        src = sqlite3.connect(f"file:{args.source}?mode=ro", uri=True)
+        n = src.execute(f'SELECT count(*) FROM "{_tables(src)["rocpd_kernel_dispatch"]}"').fetchone()[0]
+        src.close()
+        copies = -(-TARGET_DISPATCHES // n)
+    db, db_meta = generate(args.source, workdir, copies, args.pmc_every)
+    tool = TracekitTool(args.tracekit)
+    ok, why = tool.available()
+    if not ok:
+        print(why, file=sys.stderr)
+        return 2
+    store, run_id, store_meta = cached_store(db, workdir, tool, args.timeout)
+    print(f"\n== run {run_id}: {db_meta['rows']['rocpd_kernel_dispatch']:,} dispatches, "
+          f"{store_meta['device_rows']:,} device rows ({os.cpu_count()} CPUs)", flush=True)
+
+    samples: list[Sample] = []
+    log_dir = workdir / "logs"
+    log_dir.mkdir(parents=True, exist_ok=True)
+    cmd = [*tool.prefix, "analyze", run_id, "--format", "json", "--store", str(store)]
+    for i in range(args.repeat):
+        log_path = log_dir / f"analyze-big-{i}.log"
+        with open(log_path, "wb") as log:
+            sample = run_measured(cmd, log, args.timeout)
+        if sample.returncode != 0:
+            print(f"FAILED (exit {sample.returncode}): {shlex.join(cmd)}\n{tail(log_path)}", file=sys.stderr)
+            return 1
+        samples.append(sample)
+        print(f"  [tracekit analyze] run {i + 1}/{args.repeat}: {sample.wall_s:.2f} s, "
+              f"{sample.rss_mb:.0f} MB peak RSS", flush=True)
+    per = in_process(store, run_id, args.repeat)
+    total = sum(v["median_s"] for v in per.values())
+    process = {"wall_s": _median([s.wall_s for s in samples]), "peak_rss_mb": _median([s.rss_mb for s in samples]),
+               "cpu_s": _median([s.user_s + s.sys_s for s in samples])}
+    lines = ["| analyzer | median s | min s |", "|---|---:|---:|"]
+    lines += [f"| {n} | {v['median_s']:.3f} | {v['min_s']:.3f} |" for n, v in per.items()]
+    lines.append(f"| **all analyzers** (in process) | **{total:.3f}** | {sum(v['min_s'] for v in per.values()):.3f} |")
+    lines.append(f"| `tracekit analyze --format json` (whole process, {process['peak_rss_mb']:.0f} MB peak RSS) "
+                 f"| {process['wall_s']:.3f} | {min(s.wall_s for s in samples):.3f} |")
+    table = "\n".join(lines)
+    verdict = "met" if total < TARGET_ALL_ANALYZERS_S else "NOT met"
+    print("\n" + table + f"\n\ntarget: all analyzers < {TARGET_ALL_ANALYZERS_S:g} s: {verdict} ({total:.2f} s)")
+    if args.out is not None:
+        report = {
+            "date": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+            "host": {"platform": platform.platform(), "cpus": os.cpu_count(), "python": sys.version.split()[0]},
+            "repeat": args.repeat, "command": cmd, "versions": tool.versions(),
+            "input": {k: v for k, v in db_meta.items() if k not in ("params", "key")} | {"path": str(db)},
+            "store": {k: v for k, v in store_meta.items() if k != "key"} | {"path": str(store)},
+            "analyzers": per, "all_analyzers_s": total, "target_s": TARGET_ALL_ANALYZERS_S,
+            "target_met": total < TARGET_ALL_ANALYZERS_S, "process": process,
+            "runs": [s.__dict__ for s in samples], "markdown": table,
+        }
+        args.out.write_text(json.dumps(report, indent=1, default=str))
+        print(f"\nwrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
