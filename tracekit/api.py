@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -116,3 +117,320 @@ def analyze_runs(
         finally:
             con.execute(f"SET threads = {threads}")
     return out
+
+
+COMPARE_TOP_KERNELS = 5  # kernels per category in compare_runs' top_kernels table
+
+
+def compare_runs(
+    a: str, b: str, store: str | Path | None = None, *, top: int = COMPARE_TOP_KERNELS
+) -> dict[str, Any]:
+    """Per-category device time of two runs (any vendors) and the change B − A.
+
+    Rows are the ``kernels`` view's rows of each run, classified by
+    :func:`tracekit.analysis.categories.category_case_sql`; XPlane ``xla_async`` rows (the
+    in-flight spans of async TPU ops, which overlap the ops on the ``XLA Ops`` line) are left
+    out. Returns ``{"a", "b", "categories": Rows, "top_kernels": Rows}``: ``categories`` has one
+    row per category in :data:`~tracekit.analysis.categories.CATEGORIES` order with each run's
+    kernel count, device time (ms, summed ``dur_ns`` over all ranks and streams), share of that
+    run's device time (%), ``delta_ms`` = B − A and ``delta_pct`` = 100·(B − A)/A (NULL when A is
+    0). ``top_kernels`` (empty when the runs share no kernel name) has, per category, the ``top``
+    names with the largest absolute change in summed time (a name missing from one run counts 0
+    there).
+    """
+    from tracekit.analysis.categories import CATEGORIES, category_case_sql
+    from tracekit.errors import TraceInputError
+
+    path = Path(store) if store is not None else default_store_path()
+    cats = ", ".join(f"({i}, {_quote(c)})" for i, c in enumerate(CATEGORIES))
+    per_kernel = f"""
+        SELECT run_id, name, {category_case_sql()} AS cat, dur_ns
+        FROM kernels WHERE run_id IN ({_quote(a)}, {_quote(b)}) AND category <> 'xla_async'"""
+    cat_sql = f"""
+        WITH k AS ({per_kernel}),
+        s AS (SELECT run_id, cat, count(*) AS n, sum(dur_ns) AS ns FROM k GROUP BY run_id, cat),
+        t AS (SELECT run_id, sum(ns) AS total FROM s GROUP BY run_id),
+        c(ord, cat) AS (VALUES {cats})
+        SELECT c.cat AS category,
+               coalesce(sa.n, 0) AS a_kernels,
+               round(coalesce(sa.ns, 0) / 1e6, 3) AS a_ms,
+               round(100 * coalesce(sa.ns, 0) / nullif(ta.total, 0), 1) AS a_pct,
+               coalesce(sb.n, 0) AS b_kernels,
+               round(coalesce(sb.ns, 0) / 1e6, 3) AS b_ms,
+               round(100 * coalesce(sb.ns, 0) / nullif(tb.total, 0), 1) AS b_pct,
+               round((coalesce(sb.ns, 0) - coalesce(sa.ns, 0)) / 1e6, 3) AS delta_ms,
+               round(100 * (coalesce(sb.ns, 0) - coalesce(sa.ns, 0)) / nullif(sa.ns, 0), 1) AS delta_pct
+        FROM c
+        LEFT JOIN s sa ON sa.cat = c.cat AND sa.run_id = {_quote(a)}
+        LEFT JOIN s sb ON sb.cat = c.cat AND sb.run_id = {_quote(b)}
+        LEFT JOIN t ta ON ta.run_id = {_quote(a)}
+        LEFT JOIN t tb ON tb.run_id = {_quote(b)}
+        ORDER BY c.ord"""
+    top_sql = f"""
+        WITH k AS ({per_kernel}),
+        n AS (SELECT cat, name,
+                     count(*) FILTER (WHERE run_id = {_quote(a)}) AS a_kernels,
+                     coalesce(sum(dur_ns) FILTER (WHERE run_id = {_quote(a)}), 0) AS a_ns,
+                     count(*) FILTER (WHERE run_id = {_quote(b)}) AS b_kernels,
+                     coalesce(sum(dur_ns) FILTER (WHERE run_id = {_quote(b)}), 0) AS b_ns
+              FROM k GROUP BY cat, name),
+        r AS (SELECT *, row_number() OVER (PARTITION BY cat ORDER BY abs(b_ns - a_ns) DESC, name) AS rk
+              FROM n WHERE (SELECT count(*) FROM n WHERE a_kernels > 0 AND b_kernels > 0) > 0)
+        SELECT cat AS category, name, a_kernels, round(a_ns / 1e6, 3) AS a_ms, b_kernels,
+               round(b_ns / 1e6, 3) AS b_ms, round((b_ns - a_ns) / 1e6, 3) AS delta_ms
+        FROM r WHERE rk <= {int(top)} AND a_ns <> b_ns
+        ORDER BY list_position([{", ".join(map(_quote, CATEGORIES))}], cat), rk"""
+    known = {r[0] for r in run_query("SELECT run_id FROM runs", path)[1]}
+    for rid in (a, b):
+        if rid not in known:
+            raise TraceInputError(path, f"no run {rid!r} in the store (see `tracekit runs`)")
+    return {"a": a, "b": b, "categories": run_query(cat_sql, path), "top_kernels": run_query(top_sql, path)}
+
+
+# ---------------------------------------------------------------------------------------------
+# Chrome-trace (Perfetto) export
+
+#: tracekit's device category → the Kineto ``cat`` that the Kineto parser maps back to it, so an
+#: exported file re-ingests as the same device rows (``xla_async`` has no Kineto spelling and is
+#: written as is; re-ingested it becomes a host event of category ``other``).
+_KINETO_DEVICE_CAT = {"kernel": "kernel", "memcpy": "gpu_memcpy", "memset": "gpu_memset",
+                      "mtia_ccp": "mtia_ccp_events"}
+
+#: Rows fetched from DuckDB per batch while streaming the events out.
+EXPORT_BATCH_ROWS = 50_000
+
+#: Evidence keys (integer ns on the trace clock) that place a finding's instant event.
+_EVIDENCE_TIME_KEYS = ("start_ns", "window_start_ns", "first_start_ns", "ts_ns")
+
+
+def _us(col: str) -> str:
+    """SQL: an integer-ns column as the exact decimal text of µs with 3 decimals (no float)."""
+    return (f"(CASE WHEN {col} < 0 THEN '-' ELSE '' END || (abs({col}) // 1000)::VARCHAR || '.' "
+            f"|| lpad((abs({col}) % 1000)::VARCHAR, 3, '0'))")
+
+
+def _us_text(ns: int) -> str:
+    return f"{'-' if ns < 0 else ''}{abs(ns) // 1000}.{abs(ns) % 1000:03d}"
+
+
+def export_perfetto(run_id: str, path: str | Path, store: str | Path | None = None) -> dict[str, Any]:
+    """Write one run as a Chrome-trace JSON file (opens in ui.perfetto.dev and chrome://tracing).
+
+    Device activity is ``ph: "X"`` on one process per (rank, device) and one thread per stream;
+    host ops, runtime/driver calls and annotations are ``ph: "X"`` on one process per rank and
+    one thread per host thread; every runtime call with device activity gets a flow (``s``/``f``,
+    ``id`` = correlation id, ``bp: "e"``) to its first kernel; stored findings become global
+    instant events. ``ts``/``dur`` are µs written as exact decimals of the stored integer ns.
+    ``cat`` is the Kineto category (``kernel``, ``gpu_memcpy``, ``cpu_op``, ``cuda_runtime``, ...)
+    so the file re-ingests as a Kineto trace. Events are produced as JSON text by DuckDB and
+    streamed to a temporary file in batches, then renamed onto ``path``.
+
+    Returns the counts written: events per kind, flows, findings, processes, threads.
+    """
+    from tracekit.errors import TraceInputError
+
+    store_path = Path(store) if store is not None else default_store_path()
+    out_path = Path(path)
+    counts: dict[str, Any] = {}
+    with open_store(store_path, read_only=True) as con:
+        run = con.execute(
+            "SELECT format, vendor, device_name, label, workload, n_ranks FROM runs WHERE run_id = ?",
+            [run_id],
+        ).fetchall()
+        if not run:
+            raise TraceInputError(store_path, f"no run {run_id!r} in the store (see `tracekit runs`)")
+        fmt, vendor, device_name, label, workload, n_ranks = run[0]
+        con.execute("DROP TABLE IF EXISTS temp.tk_threads")
+        con.execute(
+            """CREATE TEMP TABLE tk_threads AS
+            WITH t AS (
+                SELECT DISTINCT rank, 'device' AS side, device, stream AS thread FROM kernels WHERE run_id = $r
+                UNION SELECT DISTINCT rank, 'host', NULL::INTEGER, tid FROM ops WHERE run_id = $r
+                UNION SELECT DISTINCT rank, 'host', NULL::INTEGER, tid FROM runtime_calls WHERE run_id = $r
+                UNION SELECT DISTINCT rank, 'host', NULL::INTEGER, tid FROM annotations WHERE run_id = $r)
+            SELECT rank, side, device, thread,
+                   dense_rank() OVER (ORDER BY rank, side DESC, device) AS pid,
+                   row_number() OVER (PARTITION BY rank, side, device
+                                      ORDER BY TRY_CAST(thread AS BIGINT) NULLS LAST, thread) AS tid
+            FROM t""",
+            {"r": run_id},
+        )
+        threads = con.execute(
+            "SELECT rank, side, device, thread, pid, tid FROM tk_threads ORDER BY pid, tid"
+        ).fetchall()
+        window = con.execute(
+            "SELECT min(first_ns), max(last_ns) FROM ranks WHERE run_id = ?", [run_id]
+        ).fetchall()[0]
+        findings = con.execute(
+            """SELECT analyzer, severity, title, detail, evidence::VARCHAR, saving_ns, saving_fraction
+               FROM findings WHERE run_id = ? ORDER BY analyzer, title""",
+            [run_id],
+        ).fetchall()
+        analyzed = bool(con.execute(
+            "SELECT count(*) FROM metric_rows WHERE run_id = ?", [run_id]
+        ).fetchall()[0][0]) or bool(findings)
+
+        kineto_dev = "CASE k.category " + " ".join(
+            f"WHEN '{k}' THEN '{v}'" for k, v in _KINETO_DEVICE_CAT.items()) + " ELSE k.category END"
+        kineto_host = "h.category"
+        def x(cat: str, name: str, s: str, d: str, args: str) -> str:
+            return ("""'{"ph":"X","cat":' || to_json(""" + cat + """) || ',"name":' || to_json(""" + name
+                    + """) || ',"pid":' || m.pid || ',"tid":' || m.tid || ',"ts":' || """ + _us(s)
+                    + """ || ',"dur":' || """ + _us(d) + """ || ',"args":' || to_json(""" + args + """) || '}'""")
+
+        queries: list[tuple[str, str]] = [
+            ("kernels", f"""
+                SELECT {x(cat=kineto_dev, name='k.name', s='k.start_ns', d='k.dur_ns', args='''struct_pack(
+                    device := k.device, stream := k.stream, correlation := k.correlation_id,
+                    "External id" := k.external_id, category := k.category,
+                    trace_category := k.trace_category, grid := CASE WHEN k.grid_x IS NOT NULL THEN [k.grid_x, k.grid_y, k.grid_z] END,
+                    block := CASE WHEN k.block_x IS NOT NULL THEN [k.block_x, k.block_y, k.block_z] END, "bytes" := k.bytes,
+                    kind := k.kind, hlo_category := k.hlo_category)''')}
+                FROM kernels k JOIN tk_threads m
+                  ON m.side = 'device' AND m.rank = k.rank AND m.device IS NOT DISTINCT FROM k.device
+                 AND m.thread IS NOT DISTINCT FROM k.stream
+                WHERE k.run_id = $r ORDER BY k.rank, k.start_ns"""),
+            ("ops", f"""
+                SELECT {x(cat="'cpu_op'", name='h.name', s='h.start_ns', d='h.dur_ns', args='''struct_pack(
+                    "External id" := h.external_id, "Sequence number" := h.sequence_number,
+                    "Input Dims" := h.input_dims::JSON, "Input type" := h.input_types::JSON,
+                    flops := h.flops, tid := h.tid)''')}
+                FROM ops h JOIN tk_threads m
+                  ON m.side = 'host' AND m.rank = h.rank AND m.thread IS NOT DISTINCT FROM h.tid
+                WHERE h.run_id = $r ORDER BY h.rank, h.start_ns"""),
+            ("runtime_calls", f"""
+                SELECT {x(cat=kineto_host, name='h.name', s='h.start_ns',
+                                 d='h.dur_ns', args='''struct_pack(
+                    correlation := h.correlation_id, "External id" := h.external_id, cbid := h.cbid,
+                    tid := h.tid)''')}
+                FROM (SELECT *, CASE WHEN trace_category IN ('cuda_driver', 'cuda_runtime', 'Runtime', 'mtia_runtime')
+                      THEN trace_category ELSE 'cuda_runtime' END AS category FROM runtime_calls) h JOIN tk_threads m
+                  ON m.side = 'host' AND m.rank = h.rank AND m.thread IS NOT DISTINCT FROM h.tid
+                WHERE h.run_id = $r ORDER BY h.rank, h.start_ns"""),
+            ("annotations", f"""
+                SELECT {x(cat="CASE WHEN h.on_device THEN 'gpu_user_annotation' ELSE 'user_annotation' END",
+                                 name='h.name', s='h.start_ns', d='h.dur_ns', args='''struct_pack(
+                    "External id" := h.external_id, on_device := h.on_device, step_num := h.step_num,
+                    tid := h.tid)''')}
+                FROM annotations h JOIN tk_threads m
+                  ON m.side = 'host' AND m.rank = h.rank AND m.thread IS NOT DISTINCT FROM h.tid
+                WHERE h.run_id = $r ORDER BY h.rank, h.start_ns"""),
+            ("flows", """
+                WITH pairs AS (
+                    SELECT c.rank, c.correlation_id,
+                           arg_min(c.start_ns, c.start_ns) AS c_start, arg_min(c.tid, c.start_ns) AS c_tid,
+                           arg_min(k.start_ns, k.start_ns) AS k_start,
+                           arg_min(k.device, k.start_ns) AS k_device, arg_min(k.stream, k.start_ns) AS k_stream
+                    FROM runtime_calls c JOIN kernels k
+                      ON k.run_id = c.run_id AND k.rank = c.rank AND k.correlation_id = c.correlation_id
+                    WHERE c.run_id = $r AND c.correlation_id IS NOT NULL
+                    GROUP BY c.rank, c.correlation_id)
+                SELECT '{"ph":"s","cat":"ac2g","name":' || to_json('ac2g' || CASE WHEN p.rank = 0 THEN ''
+                           ELSE ' rank ' || p.rank END) || ',"id":' || p.correlation_id
+                       || ',"pid":' || mh.pid || ',"tid":' || mh.tid || ',"ts":' || """ + _us("p.c_start") + """ || '}'
+                       || E'\\n,' ||
+                       '{"ph":"f","bp":"e","cat":"ac2g","name":' || to_json('ac2g' || CASE WHEN p.rank = 0 THEN ''
+                           ELSE ' rank ' || p.rank END) || ',"id":' || p.correlation_id
+                       || ',"pid":' || md.pid || ',"tid":' || md.tid || ',"ts":' || """ + _us("p.k_start") + """ || '}'
+                FROM pairs p
+                JOIN tk_threads mh ON mh.side = 'host' AND mh.rank = p.rank AND mh.thread IS NOT DISTINCT FROM p.c_tid
+                JOIN tk_threads md ON md.side = 'device' AND md.rank = p.rank
+                 AND md.device IS NOT DISTINCT FROM p.k_device AND md.thread IS NOT DISTINCT FROM p.k_stream
+                ORDER BY p.rank, p.c_start"""),
+        ]
+
+        meta_events: list[dict[str, Any]] = []
+        seen_pids: set[int] = set()
+        for rank, side, device, thread, pid, tid in threads:
+            if pid not in seen_pids:
+                seen_pids.add(pid)
+                pname = f"rank {rank} device {device}" if side == "device" else f"rank {rank} host"
+                meta_events.append({"ph": "M", "name": "process_name", "pid": pid, "tid": 0,
+                                    "args": {"name": pname}})
+                meta_events.append({"ph": "M", "name": "process_sort_index", "pid": pid, "tid": 0,
+                                    "args": {"sort_index": pid}})
+            tname = f"stream {thread}" if side == "device" else f"thread {thread}"
+            meta_events.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid,
+                                "args": {"name": tname}})
+
+        start = window[0] if window[0] is not None else 0
+        finding_meta: list[dict[str, Any]] = []
+        instant_lines: list[str] = []
+        for analyzer, severity, title, detail, evidence, saving_ns, saving_fraction in findings:
+            ev = json.loads(evidence) if evidence else None
+            at = start
+            if isinstance(ev, dict):
+                for key in _EVIDENCE_TIME_KEYS:
+                    if isinstance(ev.get(key), int) and not isinstance(ev.get(key), bool):
+                        at = ev[key]
+                        break
+            item = {"analyzer": analyzer, "severity": severity, "title": title, "detail": detail,
+                    "saving_ns": saving_ns, "saving_fraction": saving_fraction, "ts_ns": at}
+            finding_meta.append({**item, "evidence": ev})
+            args = {k: item[k] for k in ("detail", "severity", "analyzer", "saving_ns", "saving_fraction")}
+            instant_lines.append(
+                '{"ph":"i","s":"g","cat":"tracekit_finding","name":' + json.dumps(title)
+                + ',"pid":' + str(min(seen_pids, default=1)) + ',"tid":0,"ts":' + _us_text(at)
+                + ',"args":' + json.dumps(args, default=str) + "}"
+            )
+
+        metadata = {
+            "tracekit": {"version": _version(), "run_id": run_id, "store": str(store_path)},
+            "run": {"format": fmt, "vendor": vendor, "device_name": device_name, "label": label,
+                    "workload": workload, "ranks": n_ranks},
+            "window_ns": [window[0], window[1]],
+            "analyzed": analyzed,
+            "findings_present": bool(findings),
+            "findings": finding_meta,
+            "processes": len(seen_pids),
+        }
+        tmp = out_path.with_name(out_path.name + ".tmp")
+        try:
+            fh = open(tmp, "w", encoding="utf-8")  # noqa: SIM115 - closed below, renamed on success
+        except OSError as exc:
+            raise TraceInputError(out_path, f"cannot write: {exc.strerror or exc}") from None
+        try:
+            with fh:
+                fh.write('{"displayTimeUnit":"ns","traceEvents":[\n')
+                first = True
+
+                def write_lines(lines: list[str]) -> None:
+                    nonlocal first
+                    if not lines:
+                        return
+                    fh.write(("" if first else "\n,") + "\n,".join(lines))
+                    first = False
+
+                write_lines([json.dumps(e) for e in meta_events])
+                for kind, sql in queries:
+                    res = con.execute(sql, {"r": run_id})
+                    n = 0
+                    while True:
+                        batch = res.fetchmany(EXPORT_BATCH_ROWS)
+                        if not batch:
+                            break
+                        n += len(batch)
+                        write_lines([row[0] for row in batch])
+                    counts[kind] = n
+                write_lines(instant_lines)
+                counts["findings"] = len(instant_lines)
+                counts["processes"] = len(seen_pids)
+                counts["threads"] = len(threads)
+                metadata["counts"] = counts
+                fh.write("\n],\n\"metadata\":" + json.dumps(metadata, default=str) + "}\n")
+            os.replace(tmp, out_path)
+        except OSError as exc:
+            tmp.unlink(missing_ok=True)
+            raise TraceInputError(out_path, f"cannot write: {exc.strerror or exc}") from None
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+        finally:
+            con.execute("DROP TABLE IF EXISTS temp.tk_threads")
+    return counts
+
+
+def _version() -> str:
+    from tracekit import __version__
+
+    return __version__

@@ -334,6 +334,97 @@ def analyze(
         out.print(table)
 
 
+@app.command()
+def report(
+    run_id: Annotated[str, typer.Argument(help="Run id to report on.", show_default=False)],
+    output: Annotated[
+        Path,
+        typer.Option("--output", "-o", help="report.html (self-contained page with a roofline) or report.md.",
+                     show_default=False),
+    ],
+    store: StoreOpt = None,
+) -> None:
+    """Write a run's report: findings, metrics, time by kernel category, top kernels, roofline.
+
+    A run without stored findings is analyzed first (and its findings stored)."""
+    from tracekit.report import render_report
+
+    try:
+        path = render_report(run_id, output, store)
+    except TracekitError as exc:
+        fail(str(exc))
+        return
+    out.print(str(path))
+
+
+@app.command()
+def compare(
+    run_a: Annotated[str, typer.Argument(help="Baseline run id (A).", show_default=False)],
+    run_b: Annotated[str, typer.Argument(help="Run id to compare with A (B).", show_default=False)],
+    store: StoreOpt = None,
+    fmt: Annotated[
+        str,
+        typer.Option(
+            "--format", "-f",
+            help="table (categories and top kernels), csv (the category table, with a header row) or "
+            "json (an object: a, b, categories, top_kernels).",
+        ),
+    ] = "table",
+    top: Annotated[int, typer.Option("--top", help="Kernels per category in the top-change table.")] = 5,
+) -> None:
+    """Compare two runs (any vendors) per kernel category: count, device ms, share, B − A."""
+    from tracekit.api import compare_runs
+
+    _check_format(fmt)
+    try:
+        res = compare_runs(run_a, run_b, store, top=max(0, top))
+    except TracekitError as exc:
+        fail(str(exc))
+        return
+    cat_cols, cat_rows = res["categories"]
+    k_cols, k_rows = res["top_kernels"]
+    if fmt == "json":
+        doc = {
+            "a": res["a"],
+            "b": res["b"],
+            "categories": [dict(zip(cat_cols, map(_cell, r))) for r in cat_rows],
+            "top_kernels": [dict(zip(k_cols, map(_cell, r))) for r in k_rows],
+        }
+        sys.stdout.write(json.dumps(doc, default=str) + "\n")
+        return
+    if fmt == "csv":
+        _emit(cat_cols, cat_rows, "csv")
+        return
+    _emit(cat_cols, cat_rows, "table", title=f"A = {run_a}, B = {run_b}: device time per category")
+    if k_rows:  # names shortened for the terminal; csv/json keep them whole
+        k_rows = [(r[0], r[1] if len(r[1]) <= 80 else r[1][:79] + "…", *r[2:]) for r in k_rows]
+        _emit(k_cols, k_rows, "table", title="kernels with the largest time change per category")
+    else:
+        out.print("no kernel names shared by the two runs: no per-kernel changes")
+
+
+@app.command()
+def export(
+    run_id: Annotated[str, typer.Argument(help="The run to export.", show_default=False)],
+    perfetto: Annotated[
+        Path,
+        typer.Option("--perfetto", help="Write a Chrome-trace JSON file (opens in ui.perfetto.dev).",
+                     show_default=False),
+    ],
+    store: StoreOpt = None,
+) -> None:
+    """Export a run as a Chrome-trace file: device, host, flows, and stored findings as markers."""
+    from tracekit.api import export_perfetto
+
+    try:
+        counts = export_perfetto(run_id, perfetto, store)
+    except TracekitError as exc:
+        fail(str(exc))
+        return
+    err.print(", ".join(f"{v:,} {k}" for k, v in counts.items()), markup=False)
+    out.print(str(perfetto), markup=False)
+
+
 def main() -> None:
     """Console-script entry point."""
     try:
