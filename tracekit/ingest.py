@@ -338,7 +338,7 @@ def ingest(
         if con is not None:
             try:
                 con.execute("ROLLBACK")
-            except duckdb.Error:
+            except duckdb.Error:  # the transaction is already gone: nothing was committed
                 pass
             con.close()
             con = None

@@ -729,7 +729,7 @@ class XSpaceReader:
                     result = shape_text(mod.host_program_shape.result)
                     params_json = json.dumps(params)
                     signature = "(" + ", ".join(params) + ") -> " + result
-                except DecodeError:
+                except DecodeError:  # an undecodable Hlo Proto: the module is kept without a signature
                     pass
             m = re.match(r"^(.*)\((\d+)\)$", em.name)
             function = m.group(1) if m else em.name
