@@ -238,3 +238,32 @@ def test_h100_matrix_tile_efficiency_recomputed_from_json(tmp_path: Path) -> Non
     res, _, _ = _analyze(H100, tmp_path)
     assert _metrics(res)["matrix_unit_efficiency"] == pytest.approx(useful / total, rel=1e-6)
     assert tile_efficiency((559, 559, 64), tile) == pytest.approx(559 * 559 / (576 * 560))
+
+
+def test_bucket_padding_from_a_lengths_file(tmp_path: Path) -> None:
+    """`tracekit analyze RUN --lengths FILE`: the padded-token share of the requests in the file."""
+    import json as _json
+
+    from helpers import run_cli
+
+    store = tmp_path / "s.duckdb"
+    [run] = tracekit.ingest([SAMPLES / "cpu_tiny_decoder_prefill_decode.pt.trace.json.gz"], store=store)
+    pairs = [(9, 16), (14, 16), (21, 32), (45, 64), (30, 30)]
+    lengths = tmp_path / "lengths.csv"
+    lengths.write_text("real,padded\n" + "\n".join(f"{r},{p}" for r, p in pairs[:-1]) + f"\n{pairs[-1][0]}\n")
+    res = run_cli("analyze", run.run_id, "--store", str(store), "--lengths", str(lengths), "-f", "json")
+    assert res.returncode == 0, res.stderr
+    out = _json.loads(res.stdout)[0]
+    want = sum(p - r for r, p in pairs) / sum(p for _, p in pairs)
+    metrics = {m["name"]: m["value"] for m in out["metrics"] if m["analyzer"] == "padding_waste"}
+    assert metrics["bucket_padded_token_fraction"] == pytest.approx(want)
+    [finding] = [f for f in out["findings"] if f["analyzer"] == "padding_waste" and "lengths file" in f["title"]]
+    assert finding["evidence"]["requests"] == len(pairs)
+    bad = tmp_path / "bad.txt"
+    bad.write_text("12\nlots\n")
+    res = run_cli("analyze", run.run_id, "--store", str(store), "--lengths", str(bad))
+    assert res.returncode == 2 and res.stderr.strip() == (
+        f"error: {bad}: line 2: expected 'real[,padded]' token counts, got 'lots'"
+    )
+    res = run_cli("analyze", "--all", "--store", str(store), "--lengths", str(lengths))
+    assert res.returncode == 2 and "exactly one RUN" in res.stderr

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -434,3 +435,46 @@ def _version() -> str:
     from tracekit import __version__
 
     return __version__
+
+
+def store_token_lengths(run_id: str, lengths_file: str | Path, store: str | Path | None = None) -> int:
+    """Attach real (and padded) token counts per request to a run, for the padding analysis.
+
+    The file has one request per line: ``real`` or ``real,padded`` (comma, tab or spaces; a
+    header line and ``#`` comments are skipped). Without ``padded`` the request ran unpadded.
+    Replaces the run's previous lengths; returns the number of requests stored.
+    """
+    from tracekit.errors import TraceInputError
+
+    src = Path(lengths_file)
+    try:
+        text = src.read_text()
+    except OSError as exc:
+        raise TraceInputError(src, f"cannot read: {exc.strerror or exc}") from None
+    rows: list[tuple[str, int, int, int, str]] = []
+    for n, line in enumerate(text.splitlines(), 1):
+        fields = [f for f in re.split(r"[,\s]+", line.split("#", 1)[0].strip()) if f]
+        if not fields:
+            continue
+        if not fields[0].isdigit():
+            if rows or n > 1:
+                raise TraceInputError(src, f"line {n}: expected 'real[,padded]' token counts, got {line.strip()!r}")
+            continue  # a header
+        if len(fields) > 2 or not all(f.isdigit() for f in fields):
+            raise TraceInputError(src, f"line {n}: expected 'real[,padded]' token counts, got {line.strip()!r}")
+        real = int(fields[0])
+        padded = int(fields[1]) if len(fields) == 2 else real
+        if padded < real:
+            raise TraceInputError(src, f"line {n}: padded length {padded} is below the real length {real}")
+        rows.append((run_id, len(rows), real, padded, str(src)))
+    if not rows:
+        raise TraceInputError(src, "no token counts found")
+    path = Path(store) if store is not None else default_store_path()
+    with open_store(path) as con:
+        if not con.execute("SELECT count(*) FROM runs WHERE run_id = ?", [run_id]).fetchall()[0][0]:
+            raise TraceInputError(path, f"no run {run_id!r} in the store (see `tracekit runs`)")
+        con.execute("BEGIN")
+        con.execute("DELETE FROM token_length_rows WHERE run_id = ?", [run_id])
+        con.executemany("INSERT INTO token_length_rows VALUES (?, ?, ?, ?, ?)", rows)
+        con.execute("COMMIT")
+    return len(rows)

@@ -237,6 +237,13 @@ CREATE TABLE metric_rows (
     better          VARCHAR NOT NULL,
     analyzed_at     TIMESTAMP NOT NULL
 );
+CREATE TABLE token_length_rows (
+    run_id          VARCHAR NOT NULL,
+    request         INTEGER NOT NULL,
+    real_tokens     BIGINT NOT NULL,
+    padded_tokens   BIGINT NOT NULL,
+    source          VARCHAR NOT NULL
+);
 CREATE TABLE xla_module_meta (
     run_id          VARCHAR NOT NULL,
     rank            INTEGER NOT NULL,
@@ -276,6 +283,9 @@ FROM finding_rows;
 
 CREATE OR REPLACE VIEW metrics AS
 SELECT run_id, name, value, unit, better, analyzer, analyzed_at FROM metric_rows;
+
+CREATE OR REPLACE VIEW token_lengths AS  -- real vs padded tokens per request (a lengths file)
+SELECT run_id, request, real_tokens, padded_tokens, source FROM token_length_rows;
 
 CREATE OR REPLACE VIEW counters AS
 SELECT run_id, rank, device, correlation_id, dispatch_id, kernel_name, counter, value, pass
@@ -472,7 +482,7 @@ MIGRATIONS: dict[int, Migration] = {}
 
 _RUN_TABLES = (
     "device_activity", "host_events", "device_meta", "rank_meta", "xla_op_costs", "xla_module_meta",
-    "counter_values", "finding_rows", "metric_rows", "run_meta",
+    "counter_values", "finding_rows", "metric_rows", "token_length_rows", "run_meta",
 )
 
 

@@ -496,8 +496,7 @@ class PaddingWaste(Analyzer, name="padding_waste"):
                           "time_ns": t, "time_source": "kernels" if kern else "span minus compiles",
                           "padding_share": (padded - real) / padded})
         if not calls:
-            return [], none, {"bucket": "skipped: no annotation names real and padded lengths "
-                              "(`…len<n>_T<T>`); a lengths file is not supported yet"}
+            return self._buckets_from_lengths(con, run_id, none)
         total = sum(c["time_ns"] for c in calls)
         wasted = sum(c["time_ns"] * c["padding_share"] for c in calls)
         frac = wasted / total if total else 0.0
@@ -520,6 +519,39 @@ class PaddingWaste(Analyzer, name="padding_waste"):
             evidence={"calls": calls, "time_ns": total, "wasted_ns": int(wasted), "assumption": "time ∝ tokens"},
             saving_ns=int(wasted),
             saving_fraction=wasted / window if window else None,
+        )], metrics, status
+
+    @staticmethod
+    def _buckets_from_lengths(
+        con: duckdb.DuckDBPyConnection, run_id: str, none: list[Metric]
+    ) -> tuple[list[Finding], list[Metric], dict[str, Any]]:
+        """Bucket padding from a lengths file (`tracekit analyze RUN --lengths FILE`): real vs
+        padded tokens per request; no per-call times, so only the token share is known."""
+        n, real, padded = con.execute(
+            "SELECT count(*), sum(real_tokens), sum(padded_tokens) FROM token_lengths WHERE run_id = ?",
+            [run_id],
+        ).fetchall()[0]
+        if not n:
+            return [], none, {"bucket": "skipped: no annotation names real and padded lengths "
+                              "(`…len<n>_T<T>`) and no lengths file was given (--lengths)"}
+        tok = (int(padded) - int(real)) / int(padded) if padded else 0.0
+        metrics = [Metric("bucket_padding_fraction", tok, "fraction", "lower"),
+                   Metric("bucket_padded_token_fraction", tok, "fraction", "lower")]
+        status = {"bucket": {"requests": int(n), "padded_token_fraction": tok, "source": "lengths file",
+                             "assumption": "time ∝ tokens"}}
+        sev = _severity(tok, BUCKET_WARNING_FRACTION, BUCKET_INFO_FRACTION)
+        if sev is None:
+            return [], metrics, status
+        return [Finding(
+            severity=sev,
+            title=f"Sequence buckets pad {tok:.0%} of prompt tokens ({n} requests from the lengths file)",
+            detail=(
+                f"{int(padded) - int(real):,} of {int(padded):,} processed prompt tokens were padding; "
+                "assuming time ∝ tokens, that share of prefill time is wasted. Use finer buckets near the "
+                "common lengths, pack several requests into one bucket, or a ragged (paged) prefill kernel."
+            ),
+            evidence={"requests": int(n), "real_tokens": int(real), "padded_tokens": int(padded),
+                      "source": "lengths file", "assumption": "time ∝ tokens"},
         )], metrics, status
 
     # (d) ------------------------------------------------------------------------------------

@@ -296,15 +296,27 @@ def analyze(
     fmt: Annotated[
         str, typer.Option("--format", "-f", help="Output: table, json or markdown.")
     ] = "table",
+    lengths: Annotated[
+        Path | None,
+        typer.Option(
+            "--lengths",
+            help="File of real (and padded) token counts per request, one 'real[,padded]' per line, "
+            "attached to the one RUN given, for the sequence-bucket padding analysis.",
+        ),
+    ] = None,
 ) -> None:
     """Run the analyzers on runs, store their findings and metrics, and print the findings."""
-    from tracekit.api import analyze_runs
+    from tracekit.api import analyze_runs, store_token_lengths
 
     if fmt not in ("table", "json", "markdown"):
         fail(f"--format {fmt}: expected table, json or markdown")
     if not run_ids and not all_runs:
         fail("give one or more RUN ids, or --all")
+    if lengths is not None and (not run_ids or len(run_ids) != 1):
+        fail("--lengths: give exactly one RUN id")
     try:
+        if lengths is not None and run_ids:
+            store_token_lengths(run_ids[0], lengths, store)
         results = analyze_runs(run_ids or [], store, only_new=all_runs and not run_ids)
     except TracekitError as exc:
         fail(str(exc))
