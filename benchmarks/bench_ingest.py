@@ -151,7 +151,7 @@ class Sample:
 CHILD_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
 
-def select_tools(candidates: dict[str, "Tool"], wanted: list[str]) -> tuple[list["Tool"], dict[str, str]]:
+def select_tools(candidates: dict[str, Tool], wanted: list[str]) -> tuple[list[Tool], dict[str, str]]:
     """The wanted tools that are available, and why the others were skipped (printed as it goes)."""
     tools: list[Tool] = []
     skipped: dict[str, str] = {}
@@ -575,8 +575,8 @@ def render_markdown(files: list[dict[str, Any]], big_label: str | None) -> str:
                 f"| {f['label']} | {f['json_bytes'] / MB:.1f} | {_fmt(gz, '.2f')} | {f['events']:,} | "
                 f"{name} | {r['wall_s']:.2f} | {r['peak_rss_mb']:.0f} | {r['mb_per_s']:.1f} | "
                 f"{r['events_per_s']:,.0f} |")
-    lines += ["", "| file | HTA/tracekit wall (target >= 10) | tracekit/HTA RSS (target <= 0.33) | "
-                  "tracekit peak RSS MB | verdict |",
+    lines += ["", ("| file | HTA/tracekit wall (target >= 10) | tracekit/HTA RSS (target <= 0.33) | "
+                  "tracekit peak RSS MB | verdict |"),
               "|---|---:|---:|---:|---|"]
     for f in files:
         tk = f["results"].get("tracekit", {})

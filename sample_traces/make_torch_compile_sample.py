@@ -25,7 +25,7 @@ import torch
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from tracekit.collectors import torch_profile  # noqa: E402
+from tracekit.collectors import torch_profile
 
 OUTPUT = HERE / "cpu_torch_compile_recompile.pt.trace.json.gz"
 BATCHES = (8, 8, 16, 16)

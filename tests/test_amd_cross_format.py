@@ -9,9 +9,9 @@ from pathlib import Path
 
 import duckdb
 import pytest
+from conftest import CORPUS
 
 import tracekit
-from conftest import CORPUS
 
 SAMPLE = CORPUS / "rocprof" / "rocpd-v3-sample"
 pytestmark = pytest.mark.skipif(

@@ -13,12 +13,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import CORPUS, KINETO, needs_shared
+from helpers import run_cli
 
 import tracekit
 from tracekit.analysis.categories import CATEGORIES
 from tracekit.api import compare_runs
-from conftest import CORPUS, KINETO, needs_shared
-from helpers import run_cli
 
 pytestmark = needs_shared
 

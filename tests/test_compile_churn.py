@@ -9,11 +9,11 @@ import re
 from pathlib import Path
 
 import duckdb
+from conftest import SAMPLES
+from helpers import run_cli
 
 import tracekit
 from tracekit.analysis.compile_churn import buckets, changed_dimensions, parse_shape
-from conftest import SAMPLES
-from helpers import run_cli
 
 JAX = SAMPLES / "jax_cpu_decode_recompile.xplane.pb.gz"
 TORCH_COMPILE = SAMPLES / "cpu_torch_compile_recompile.pt.trace.json.gz"

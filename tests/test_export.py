@@ -13,11 +13,11 @@ from typing import Any
 
 import duckdb
 import pytest
+from conftest import KINETO, SAMPLES, needs_shared
+from helpers import run_cli
 
 import tracekit
 from tracekit.api import export_perfetto
-from conftest import KINETO, SAMPLES, needs_shared
-from helpers import run_cli
 
 VLLM = KINETO / "tracelens-mi300x-vllm-decode-graph" / "graph_execution.json.gz"
 JAX = SAMPLES / "jax_cpu_decode_recompile.xplane.pb.gz"

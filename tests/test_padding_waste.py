@@ -12,11 +12,11 @@ from typing import Any
 
 import duckdb
 import pytest
+from conftest import CORPUS, KINETO, SAMPLES
 
 import tracekit
 from tracekit.analysis.base import AnalyzerResult
 from tracekit.analysis.padding_waste import PaddingWaste, layout_bytes, tile_efficiency
-from conftest import CORPUS, KINETO, SAMPLES
 
 JAX = SAMPLES / "jax_cpu_decode_recompile.xplane.pb.gz"
 TPU = CORPUS / "xplane" / "xprof_tpu_v6e_inference" / "tpu_inference_2.xplane.pb"

@@ -4,10 +4,9 @@ inline, no script from the network), and renders in headless Chromium when it is
 
 from __future__ import annotations
 
-import os
-
 import html
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -17,12 +16,12 @@ from typing import Any
 
 import duckdb
 import pytest
+from conftest import CORPUS, SAMPLES
+from helpers import run_cli
 
 import tracekit
 from tracekit.analysis.categories import category_case_sql
 from tracekit.report import render_report
-from conftest import CORPUS, SAMPLES
-from helpers import run_cli
 
 TPU = CORPUS / "xplane" / "xprof_tpu_v6e_inference" / "tpu_inference_2.xplane.pb"
 JAX = SAMPLES / "jax_cpu_decode_recompile.xplane.pb.gz"
@@ -149,7 +148,7 @@ def test_tpu_v6e_report(reports: dict[str, Any]) -> None:
     assert titles
     _check_categories(reports, TPU)
     page = reports[(TPU, "html")]
-    assert not re.search(r"<script[^>]*\bsrc\s*=\s*[\"']?(https?:)?//", page, re.I)  # self-contained
+    assert not re.search(r"<script[^>]*\bsrc\s*=\s*[\"']?(https?:)?//", page, re.IGNORECASE)  # self-contained
     assert "plotly.js v" in page or "plotly.js" in page  # the library itself is inline
 
     # Costable ops, computed row by row in Python: XLA cost flops > 0, bytes (HBM, else all) > 0,

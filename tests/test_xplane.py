@@ -9,15 +9,14 @@ from __future__ import annotations
 
 import gzip
 import shutil
-from collections import defaultdict
 from pathlib import Path
 
 import duckdb
 import pytest
-
-import tracekit
 from conftest import CORPUS, SAMPLES
 from helpers import run_cli, sha256
+
+import tracekit
 
 XPLANE = CORPUS / "xplane"
 needs_xplane_corpus = pytest.mark.skipif(

@@ -23,8 +23,8 @@ import duckdb
 from tracekit import __version__
 from tracekit.errors import StoreError, TraceInputError
 from tracekit.parsers import REGISTRY, IngestContext, get_parser
-from tracekit.parsers.base import DeviceInfo
 from tracekit.parsers._io import file_sha256
+from tracekit.parsers.base import DeviceInfo
 from tracekit.store import connect, default_store_path, utc_now
 
 #: Called as ``progress(n_events, n_bytes)`` with the trace events and input-file bytes (as on

@@ -60,7 +60,7 @@ def category_sql() -> tuple[str, str]:
         mod = importlib.import_module("tracekit.analysis.categories")
     except ImportError:
         return _fallback_category_case_sql(), "coalesce(hlo_category, category) (fallback)"
-    fn: Callable[..., str] = getattr(mod, "category_case_sql")
+    fn: Callable[..., str] = mod.category_case_sql
     return fn(name="name", category="category", hlo_category="hlo_category"), "tracekit.analysis.categories"
 
 
@@ -161,7 +161,7 @@ def collect(con: duckdb.DuckDBPyConnection, run_id: str, *, analyzed_now: bool =
     header: list[tuple[str, Any]] = [("run", run_id), *info.items()]
     header.append(("span", f"{span / 1e6:,.3f} ms" if span is not None else None))
 
-    fcols, frows = _rows(
+    _, frows = _rows(
         con,
         f"""SELECT severity, analyzer, title, detail, saving_ns, saving_fraction FROM findings
             WHERE run_id = ? ORDER BY {_SEVERITY_ORDER}, saving_ns DESC NULLS LAST, analyzer, title""",
@@ -173,7 +173,7 @@ def collect(con: duckdb.DuckDBPyConnection, run_id: str, *, analyzed_now: bool =
         [(s, a, t, d, _saving(ns, fr)) for s, a, t, d, ns, fr in frows],
         note="" if frows else "The analyzers found nothing to flag.",
     )
-    mcols, mrows = _rows(
+    _, mrows = _rows(
         con, "SELECT name, value, unit, analyzer FROM metrics WHERE run_id = ? ORDER BY analyzer, name", [run_id]
     )
     metrics = Table("Metrics", ["name", "value", "unit", "analyzer"], mrows)
@@ -426,8 +426,8 @@ def to_markdown(rep: Report) -> str:
     lines += [f"| {k} | {_md_cell(v)} |" for k, v in rep.header]
     lines.append("")
     if rep.analyzed_now:
-        lines += ["The run had no stored findings; the analyzers were run for this report and their results "
-                  "stored.", ""]
+        lines += [("The run had no stored findings; the analyzers were run for this report and their results "
+                  "stored."), ""]
     for t in (rep.findings, rep.metrics, rep.categories, rep.top):
         lines.append(_md_table(t))
     lines += ["## Roofline", "",

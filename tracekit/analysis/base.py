@@ -20,7 +20,7 @@ from tracekit.store import utc_now
 Severity = Literal["info", "warning", "critical"]
 Better = Literal["lower", "higher"]
 
-ANALYZERS: dict[str, type["Analyzer"]] = {}
+ANALYZERS: dict[str, type[Analyzer]] = {}
 
 
 @dataclass

@@ -73,6 +73,8 @@ MATRIX_WARNING_WASTE = 0.20  # 1 − time-weighted matrix-unit efficiency
 MATRIX_INFO_WASTE = 0.05
 BUCKET_WARNING_FRACTION = 0.20  # time-weighted padded share of prefill time
 BUCKET_INFO_FRACTION = 0.05
+_BUCKET_REMEDY = ("Use finer buckets near the common lengths, pack several requests into one bucket, "
+                  "or a ragged (paged) prefill kernel.")
 WAVE_WARNING_FRACTION = 0.10  # wave-quantization saving ÷ all kernel time
 WAVE_INFO_FRACTION = 0.02
 TOP = 10  # offending ops/kernels listed in evidence
@@ -513,8 +515,7 @@ class PaddingWaste(Analyzer, name="padding_waste"):
             title=f"Sequence buckets pad {tok:.0%} of prefill tokens (≈{frac:.0%} of prefill time)",
             detail=(
                 f"{len(calls)} prefill calls ran padded lengths; assuming time ∝ tokens, {wasted / 1e6:.1f} ms "
-                f"of {total / 1e6:.1f} ms went to padding. Use finer buckets near the common lengths, "
-                "pack several requests into one bucket, or a ragged (paged) prefill kernel."
+                f"of {total / 1e6:.1f} ms went to padding. " + _BUCKET_REMEDY
             ),
             evidence={"calls": calls, "time_ns": total, "wasted_ns": int(wasted), "assumption": "time ∝ tokens"},
             saving_ns=int(wasted),
@@ -547,8 +548,7 @@ class PaddingWaste(Analyzer, name="padding_waste"):
             title=f"Sequence buckets pad {tok:.0%} of prompt tokens ({n} requests from the lengths file)",
             detail=(
                 f"{int(padded) - int(real):,} of {int(padded):,} processed prompt tokens were padding; "
-                "assuming time ∝ tokens, that share of prefill time is wasted. Use finer buckets near the "
-                "common lengths, pack several requests into one bucket, or a ragged (paged) prefill kernel."
+                "assuming time ∝ tokens, that share of prefill time is wasted. " + _BUCKET_REMEDY
             ),
             evidence={"requests": int(n), "real_tokens": int(real), "padded_tokens": int(padded),
                       "source": "lengths file", "assumption": "time ∝ tokens"},

@@ -120,7 +120,12 @@ def ingest(
     try:
         if show_progress:
             from rich.progress import (
-                BarColumn, DownloadColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn,
+                BarColumn,
+                DownloadColumn,
+                Progress,
+                SpinnerColumn,
+                TextColumn,
+                TimeElapsedColumn,
             )
 
             with Progress(

@@ -574,12 +574,16 @@ class XSpaceReader:
                for k, vals in per_stat.items()},
         )
 
-    def _flush_device(self, rows: _Columns, plane_name: str, line_name: str) -> None:
+    def _flush(self, rows: _Columns, sql: str, params: dict[str, Any]) -> None:
+        """Insert the buffered rows with one vectorised scan, report progress, empty the buffer."""
         if not len(rows):
             return
-        self._scan("batch", rows.arrays(), _INSERT_DEVICE, {**self.params, "plane": plane_name, "line_kind": line_name})
+        self._scan("batch", rows.arrays(), sql, params)
         self.ctx.progress(len(rows), 0)
         rows.clear()
+
+    def _flush_device(self, rows: _Columns, plane_name: str, line_name: str) -> None:
+        self._flush(rows, _INSERT_DEVICE, {**self.params, "plane": plane_name, "line_kind": line_name})
 
     def _span_line(
         self, line: xplane_pb2.XLine, names: dict[int, str], pid: str, category: str, device: int | None,
@@ -603,11 +607,7 @@ class XSpaceReader:
             self._flush_host(out)
 
     def _flush_host(self, rows: _Columns) -> None:
-        if not len(rows):
-            return
-        self._scan("batch", rows.arrays(), _INSERT_HOST, self.params)
-        self.ctx.progress(len(rows), 0)
-        rows.clear()
+        self._flush(rows, _INSERT_HOST, self.params)
 
     # -- host planes --------------------------------------------------------------------------
 
@@ -733,8 +733,7 @@ class XSpaceReader:
                     pass
             m = re.match(r"^(.*)\((\d+)\)$", em.name)
             function = m.group(1) if m else em.name
-            if function.startswith("jit_"):
-                function = function[4:]
+            function = function.removeprefix("jit_")
             rows.append((self.ctx.run_id, self.rank, em.name, function, m.group(2) if m else None,
                          module_id, signature, params_json, result, size))
         if rows:
