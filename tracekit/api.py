@@ -144,12 +144,16 @@ def compare_runs(
 
     path = Path(store) if store is not None else default_store_path()
     cats = ", ".join(f"({i}, {_quote(c)})" for i, c in enumerate(CATEGORIES))
+    # one row per (run, name, category, hlo_category): the category regexes run once per distinct
+    # kernel, not per row (1M-kernel runs: 40 ms instead of 2 s)
     per_kernel = f"""
-        SELECT run_id, name, {category_case_sql()} AS cat, dur_ns
-        FROM kernels WHERE run_id IN ({_quote(a)}, {_quote(b)}) AND category <> 'xla_async'"""
+        SELECT run_id, name, {category_case_sql()} AS cat, n, dur_ns
+        FROM (SELECT run_id, name, category, hlo_category, count(*) AS n, sum(dur_ns) AS dur_ns
+              FROM kernels WHERE run_id IN ({_quote(a)}, {_quote(b)}) AND category <> 'xla_async'
+              GROUP BY ALL)"""
     cat_sql = f"""
         WITH k AS ({per_kernel}),
-        s AS (SELECT run_id, cat, count(*) AS n, sum(dur_ns) AS ns FROM k GROUP BY run_id, cat),
+        s AS (SELECT run_id, cat, sum(n) AS n, sum(dur_ns) AS ns FROM k GROUP BY run_id, cat),
         t AS (SELECT run_id, sum(ns) AS total FROM s GROUP BY run_id),
         c(ord, cat) AS (VALUES {cats})
         SELECT c.cat AS category,
@@ -170,9 +174,9 @@ def compare_runs(
     top_sql = f"""
         WITH k AS ({per_kernel}),
         n AS (SELECT cat, name,
-                     count(*) FILTER (WHERE run_id = {_quote(a)}) AS a_kernels,
+                     coalesce(sum(n) FILTER (WHERE run_id = {_quote(a)}), 0) AS a_kernels,
                      coalesce(sum(dur_ns) FILTER (WHERE run_id = {_quote(a)}), 0) AS a_ns,
-                     count(*) FILTER (WHERE run_id = {_quote(b)}) AS b_kernels,
+                     coalesce(sum(n) FILTER (WHERE run_id = {_quote(b)}), 0) AS b_kernels,
                      coalesce(sum(dur_ns) FILTER (WHERE run_id = {_quote(b)}), 0) AS b_ns
               FROM k GROUP BY cat, name),
         r AS (SELECT *, row_number() OVER (PARTITION BY cat ORDER BY abs(b_ns - a_ns) DESC, name) AS rk
