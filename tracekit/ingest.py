@@ -200,6 +200,7 @@ def _write_run(
     tags: Mapping[str, str],
     progress: ProgressFn | None,
     python_events: bool = False,
+    override_captured_at: dt.datetime | None = None,
 ) -> IngestResult:
     ctx = IngestContext(con, item.run_id, progress, python_events=python_events)
     get_parser(item.format).parse(item.files, ctx)
@@ -213,6 +214,8 @@ def _write_run(
     captured_at = (
         dt.datetime.fromtimestamp(min(captured), dt.UTC).replace(tzinfo=None) if captured else None
     )
+    if override_captured_at is not None:  # given by the user (--captured-at): wins over the trace
+        captured_at = override_captured_at
     n_events = sum(r.n_trace_events for r in ctx.ranks)
     n_dev, n_host = con.execute(
         """SELECT (SELECT count(*) FROM device_activity WHERE run_id = $r),
@@ -288,6 +291,7 @@ def ingest(
     on_lock_wait: Callable[[], None] | None = None,
     on_start: Callable[[int], None] | None = None,
     python_events: bool = False,
+    captured_at: dt.datetime | None = None,
 ) -> list[IngestResult]:
     """Ingest each PATH as one run into ``store`` (default ``$TRACEKIT_STORE`` or ./tracekit.duckdb).
 
@@ -296,12 +300,16 @@ def ingest(
     resolved, then ``progress(n_events, n_bytes)`` as they are read. ``python_events`` stores
     Python-stack events (Kineto ``python_function``, the XLA Python tracer) as host events of
     category ``python``; by default they are only counted (they can be 95 % of a trace). It applies
-    to new runs: content already in the store is not re-read. Raises :class:`TraceInputError` for bad input and
-    :class:`StoreError` for store problems; in both cases the store is unchanged.
+    to new runs: content already in the store is not re-read. ``captured_at`` (UTC; an aware
+    datetime is converted) replaces the capture time read from the traces, for new runs. Raises
+    :class:`TraceInputError` for bad input and :class:`StoreError` for store problems; in both
+    cases the store is unchanged.
     """
     if not paths:
         raise TraceInputError("<none>", "no input path given")
     items = [resolve_input(p, format_name) for p in paths]
+    if captured_at is not None and captured_at.tzinfo is not None:
+        captured_at = captured_at.astimezone(dt.UTC).replace(tzinfo=None)
     if on_start is not None:
         on_start(sum(i.input_bytes for i in items))
     store_path = Path(store) if store is not None else default_store_path()
@@ -329,7 +337,7 @@ def ingest(
             else:
                 res = _write_run(
                     con, item, label=label, workload=workload, tags=tags or {}, progress=progress,
-                    python_events=python_events,
+                    python_events=python_events, override_captured_at=captured_at,
                 )
             seen[item.content_sha256] = res
             results.append(res)

@@ -74,6 +74,14 @@ def _parse_tags(tags: list[str]) -> dict[str, str]:
     return parsed
 
 
+def _parse_when(text: str) -> dt.datetime:
+    try:
+        return dt.datetime.fromisoformat(text)
+    except ValueError:
+        fail(f"--captured-at {text}: expected an ISO 8601 date/time, e.g. 2026-11-02T10:00:00")
+        raise
+
+
 @app.command()
 def ingest(
     paths: Annotated[
@@ -107,6 +115,14 @@ def ingest(
         ),
     ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print results as JSON for scripts.")] = False,
+    captured_at: Annotated[
+        str | None,
+        typer.Option(
+            "--captured-at",
+            help="Capture time of the run(s), ISO 8601 (e.g. 2026-11-02T10:00:00; UTC unless an offset "
+            "is given); replaces the time read from the trace.",
+        ),
+    ] = None,
 ) -> None:
     """Ingest traces into the store (one transaction) and print the run id of each PATH.
 
@@ -115,6 +131,7 @@ def ingest(
     from tracekit.ingest import ingest as do_ingest
 
     tags = _parse_tags(tag)
+    when = _parse_when(captured_at) if captured_at is not None else None
     show_progress = not as_json and err.is_terminal
     store_path = store if store is not None else default_store_path()
     try:
@@ -149,13 +166,13 @@ def ingest(
                     format_name=format_name,
                     progress=advance,
                     on_start=lambda total: prog.update(task, total=total),
-                    python_events=python_events,
+                    python_events=python_events, captured_at=when,
                     on_lock_wait=lambda: err.print(f"waiting for the lock on {store_path}…"),
                 )
         else:
             results = do_ingest(
                 paths, store_path, label=label, workload=workload, tags=tags, format_name=format_name,
-                python_events=python_events,
+                python_events=python_events, captured_at=when,
             )
     except TracekitError as exc:
         fail(str(exc))
