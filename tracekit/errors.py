@@ -29,3 +29,13 @@ class StoreError(TracekitError):
 
 class QueryError(TracekitError):
     """A read-only query was rejected or failed in DuckDB."""
+
+
+class LoadInputError(TracekitError):
+    """Bad input to the load driver: an unreadable or malformed prompts file, a bad length
+    distribution, a URL that is not http(s) or an endpoint that cannot be reached."""
+
+    def __init__(self, where: str | Path, reason: str) -> None:
+        self.path = str(where)
+        self.reason = reason
+        super().__init__(f"{self.path}: {reason}")

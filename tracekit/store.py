@@ -2,8 +2,8 @@
 
 Base tables hold what the parsers write; the *views* ``runs``, ``kernels``, ``ops``,
 ``runtime_calls``, ``launches``, ``kernel_ops``, ``graph_launches``, ``annotations``, ``syncs``,
-``devices``, ``ranks``, ``counters``, ``compiles``, ``op_costs``, ``xla_modules`` and
-``module_executions``
+``devices``, ``ranks``, ``counters``, ``compiles``, ``op_costs``, ``xla_modules``,
+``module_executions`` and ``requests``
 are the public contract that tests, the dashboard, CI alerts and outside scripts query.
 Columns may be added to them; existing names never change. ``docs/schema.md`` documents every
 column with its unit.
@@ -244,6 +244,19 @@ CREATE TABLE token_length_rows (
     padded_tokens   BIGINT NOT NULL,
     source          VARCHAR NOT NULL
 );
+CREATE TABLE request_rows (  -- load driver: one row per request (tracekit.collectors.load)
+    run_id          VARCHAR NOT NULL,
+    request_id      BIGINT NOT NULL,
+    start_ns        BIGINT NOT NULL,   -- Unix ns
+    ttft_ns         BIGINT,
+    e2e_ns          BIGINT NOT NULL,
+    prompt_tokens   BIGINT,
+    output_tokens   BIGINT NOT NULL,
+    itl_ns          BIGINT[] NOT NULL,
+    status          INTEGER,
+    error           VARCHAR,
+    token_count_source VARCHAR NOT NULL
+);
 CREATE TABLE xla_module_meta (
     run_id          VARCHAR NOT NULL,
     rank            INTEGER NOT NULL,
@@ -286,6 +299,13 @@ SELECT run_id, name, value, unit, better, analyzer, analyzed_at FROM metric_rows
 
 CREATE OR REPLACE VIEW token_lengths AS  -- real vs padded tokens per request (a lengths file)
 SELECT run_id, request, real_tokens, padded_tokens, source FROM token_length_rows;
+
+CREATE OR REPLACE VIEW requests AS  -- load-driver requests: latencies in ns, start in Unix ns
+SELECT run_id, request_id, start_ns, ttft_ns, e2e_ns, start_ns + e2e_ns AS end_ns, prompt_tokens,
+       output_tokens, itl_ns, status, error, token_count_source,
+       CASE WHEN error IS NULL AND ttft_ns IS NOT NULL AND output_tokens > 1
+            THEN (e2e_ns - ttft_ns) / (output_tokens - 1) END AS tpot_ns
+FROM request_rows;
 
 CREATE OR REPLACE VIEW counters AS
 SELECT run_id, rank, device, correlation_id, dispatch_id, kernel_name, counter, value, pass
@@ -482,7 +502,7 @@ MIGRATIONS: dict[int, Migration] = {}
 
 _RUN_TABLES = (
     "device_activity", "host_events", "device_meta", "rank_meta", "xla_op_costs", "xla_module_meta",
-    "counter_values", "finding_rows", "metric_rows", "token_length_rows", "run_meta",
+    "counter_values", "finding_rows", "metric_rows", "token_length_rows", "request_rows", "run_meta",
 )
 
 

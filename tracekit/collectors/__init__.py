@@ -8,6 +8,9 @@ without any optional extra installed.
 
 from __future__ import annotations
 
+from tracekit.collectors.load import LoadProgress, LoadResult, LoadSpec, RequestRecord, run_load
 from tracekit.collectors.torch_profiler import TorchCapture, torch_profile
 
-__all__ = ["TorchCapture", "torch_profile"]
+__all__ = [
+    "LoadProgress", "LoadResult", "LoadSpec", "RequestRecord", "TorchCapture", "run_load", "torch_profile",
+]

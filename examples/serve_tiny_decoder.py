@@ -1,0 +1,192 @@
+#!/usr/bin/env python
+"""A tiny CPU decoder behind an OpenAI-compatible streaming completions server (stdlib HTTP).
+
+    python examples/serve_tiny_decoder.py --port 8000
+    # prints "listening on http://127.0.0.1:8000" when ready
+
+The model is the bundled samples' decoder-only transformer (``sample_traces/make_samples.py``:
+2 layers, d_model 128, vocabulary 512, random seeded weights, nothing downloaded) with a longer
+context. Each request runs a real prefill of its prompt and then one decode step per output
+token with its own KV cache, on the request's server thread (no batching), and streams every
+token as it is produced:
+
+* ``POST /v1/completions`` and ``POST /v1/chat/completions`` with ``"stream": true`` (SSE
+  ``data: {...}`` chunks, ``data: [DONE]``); ``stream_options: {"include_usage": true}`` adds the
+  usage chunk. Without ``stream`` the whole completion comes back as one JSON object.
+* ``GET /v1/models`` (one model, ``tiny-decoder``), ``GET /health``.
+
+Prompt words map to token ids by CRC-32 (one word = one token); the prompt keeps its last
+``context − max_tokens`` tokens. There is no end-of-sequence token: every request produces exactly
+``max_tokens`` tokens (capped at the context length − 1), each streamed as ``" t<id>"``.
+SIGTERM and SIGINT stop the server cleanly (atexit handlers, e.g. an injected profiler, run).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+import threading
+import time
+import zlib
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "sample_traces"))
+from make_samples import Config, KVCache, TinyDecoder
+
+MODEL_NAME = "tiny-decoder"
+CONTEXT = 1024  # tokens
+
+
+class Engine:
+    """The model and a greedy generator streaming one token per decode step."""
+
+    def __init__(self, seed: int) -> None:
+        torch.manual_seed(seed)
+        self.cfg = Config(max_seq_len=CONTEXT)
+        self.model = TinyDecoder(self.cfg).eval()
+        self.requests = 0
+        self.lock = threading.Lock()
+
+    def tokenize(self, text: str) -> list[int]:
+        ids = [zlib.crc32(w.encode()) % self.cfg.vocab_size for w in text.split()]
+        return ids or [0]
+
+    def generate(self, prompt_ids: list[int], max_tokens: int) -> Iterator[int]:
+        """Prefill, then yield ``max_tokens`` greedy tokens (the first from the prefill's logits)."""
+        with torch.inference_mode():
+            cache = KVCache(self.cfg, 1)
+            tok = self.model(torch.tensor([prompt_ids]), cache).argmax(-1, keepdim=True)
+            yield int(tok)
+            for _ in range(max_tokens - 1):
+                tok = self.model(tok, cache).argmax(-1, keepdim=True)
+                yield int(tok)
+
+
+class Handler(BaseHTTPRequestHandler):
+    server: Server
+    protocol_version = "HTTP/1.0"  # the stream ends when the connection closes after [DONE]
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def _json(self, status: int, doc: dict[str, Any]) -> None:
+        body = json.dumps(doc).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _error(self, status: int, message: str) -> None:
+        self._json(status, {"error": {"message": message, "type": "invalid_request_error"}})
+
+    def do_GET(self) -> None:
+        if self.path.rstrip("/") == "/v1/models":
+            self._json(200, {"object": "list", "data": [{"id": MODEL_NAME, "object": "model", "owned_by": "tracekit"}]})
+        elif self.path == "/health":
+            self._json(200, {"status": "ok"})
+        else:
+            self._error(404, f"no route {self.path}")
+
+    def do_POST(self) -> None:
+        chat = self.path.rstrip("/") == "/v1/chat/completions"
+        if not chat and self.path.rstrip("/") != "/v1/completions":
+            self._error(404, f"no route {self.path}")
+            return
+        try:
+            req = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
+            if chat:
+                text = "\n".join(str(m.get("content") or "") for m in req["messages"])
+            else:
+                text = req["prompt"] if isinstance(req["prompt"], str) else " ".join(map(str, req["prompt"]))
+            max_tokens = int(req.get("max_tokens") or 16)
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            self._error(400, f"bad request: {exc}")
+            return
+        engine = self.server.engine
+        max_tokens = max(1, min(max_tokens, CONTEXT - 1))
+        ids = engine.tokenize(text)[-(CONTEXT - max_tokens):]
+        with engine.lock:
+            engine.requests += 1
+            rid = f"{'chatcmpl' if chat else 'cmpl'}-{engine.requests}"
+        usage = {"prompt_tokens": len(ids), "completion_tokens": max_tokens,
+                 "total_tokens": len(ids) + max_tokens}
+        base = {"id": rid, "object": "chat.completion.chunk" if chat else "text_completion",
+                "created": int(time.time()), "model": MODEL_NAME}
+        if not req.get("stream"):
+            out = "".join(f" t{t}" for t in engine.generate(ids, max_tokens))
+            choice = ({"index": 0, "message": {"role": "assistant", "content": out}} if chat
+                      else {"index": 0, "text": out})
+            self._json(200, {**base, "object": "chat.completion" if chat else "text_completion",
+                             "choices": [{**choice, "finish_reason": "length"}], "usage": usage})
+            return
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        self.end_headers()
+
+        def send(choice: dict[str, Any] | None, **extra: Any) -> None:
+            doc = {**base, "choices": [] if choice is None else [choice], **extra}
+            self.wfile.write(b"data: " + json.dumps(doc).encode() + b"\n\n")
+            self.wfile.flush()
+
+        try:
+            if chat:
+                send({"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None})
+            for tok in engine.generate(ids, max_tokens):
+                piece = f" t{tok}"
+                send({"index": 0, "delta": {"content": piece}, "finish_reason": None} if chat
+                     else {"index": 0, "text": piece, "logprobs": None, "finish_reason": None})
+            send({"index": 0, "delta": {}, "finish_reason": "length"} if chat
+                 else {"index": 0, "text": "", "logprobs": None, "finish_reason": "length"})
+            if (req.get("stream_options") or {}).get("include_usage"):
+                send(None, usage=usage)
+            self.wfile.write(b"data: [DONE]\n\n")
+            self.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client went away mid-stream
+
+
+class Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self, address: tuple[str, int], engine: Engine) -> None:
+        super().__init__(address, Handler)
+        self.engine = engine
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0] if __doc__ else None)
+    parser.add_argument("--port", type=int, default=8000, help="TCP port (0: any free port) [8000]")
+    parser.add_argument("--host", default="127.0.0.1", help="address to bind [127.0.0.1]")
+    parser.add_argument("--seed", type=int, default=0, help="weight seed [0]")
+    parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads [1]")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    engine = Engine(args.seed)
+    for _ in engine.generate(engine.tokenize("warm up the kernels"), 4):
+        pass
+    server = Server((args.host, args.port), engine)
+
+    def shutdown(signum: int, frame: Any) -> None:
+        raise SystemExit(0)
+
+    signal.signal(signal.SIGTERM, shutdown)
+    print(f"listening on http://{args.host}:{server.server_address[1]}", flush=True)
+    try:
+        server.serve_forever(poll_interval=0.1)
+    except (KeyboardInterrupt, SystemExit):
+        pass
+    finally:
+        server.server_close()
+
+
+if __name__ == "__main__":
+    main()

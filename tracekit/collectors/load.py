@@ -1,0 +1,770 @@
+"""Load driver: streaming requests against an OpenAI-compatible endpoint, timed per token.
+
+:func:`run_load` drives ``/v1/completions`` or ``/v1/chat/completions`` with ``"stream": true``
+from N closed-loop workers (``concurrency``) or with Poisson arrivals (``rate_rps``) for
+``duration_s`` seconds and returns one :class:`RequestRecord` per request;
+:func:`tracekit.api.store_requests` puts them in a run (the ``requests`` view) and the
+``serving`` analyzer turns them into metrics. docs/capture.md ("Load driver and request
+metrics") documents the options and the definitions; in short:
+
+* **TTFT** (ns): from just before the request is sent (connection set-up included) to the
+  arrival of the first SSE chunk that carries generated text.
+* **ITL** (ns list): the gaps between successive text-carrying chunks (one per token when the
+  server streams token by token).
+* **e2e** (ns): from just before the request is sent to the end of the stream (``data: [DONE]``).
+* **TPOT** (ns): ``(e2e − ttft) / (output_tokens − 1)``, for requests with ≥ 2 output tokens.
+* **Token counts**: the ``usage`` chunk the server sends when asked with
+  ``stream_options: {"include_usage": true}`` (``token_count_source = "usage"``); without it,
+  output tokens are the text-carrying chunks and prompt tokens the prompt's whitespace-separated
+  words (``"counted"``).
+
+Only the standard library is used (threads, :mod:`http.client`); nothing but the given URL is
+contacted.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import math
+import random
+import socket
+import ssl
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+from tracekit.errors import LoadInputError
+
+Endpoint = Literal["completions", "chat"]
+
+#: Words generated prompts are made of: common English words that BPE tokenizers of the usual
+#: LLM families (Llama, Qwen, Mistral, GPT) encode as one token each when preceded by a space,
+#: so a prompt of N words is about N tokens (plus the tokenizer's BOS/template tokens).
+_VOCAB_TEXT = """the of and to in is was for on that with as by at from his her they this had are not be
+    but were which one all their she there been has have when who will more no if out so said what
+    up its about into than them can only other new some could time these two may then do first any
+    my now such like our over man me even most made after also did many before must through back
+    years where much your way well down should because each just those people how too little state
+    good very make world still own see men work long get here between both life being under never
+    day same another know while last might us great old year off come since against go came right
+    used take three small large next early young important few public bad able high old best sure
+    house water room light story point fact group place hand part case week company system program
+    question number night area money study book eye job word business issue side kind head far
+    black long white line end city force car field deal game form music war level"""
+VOCAB: tuple[str, ...] = tuple(dict.fromkeys(_VOCAB_TEXT.split()))
+
+#: How often run_load calls ``on_progress`` (s).
+PROGRESS_INTERVAL_S = 0.5
+#: Most prompt tokens a length distribution may draw.
+MAX_PROMPT_TOKENS = 1_000_000
+
+
+# --------------------------------------------------------------------------------------------
+# Inputs
+
+
+@dataclass
+class LoadSpec:
+    """What load to apply.
+
+    ``url``: the server (``http://host:port``), its ``/v1`` root or the full endpoint path.
+    ``duration_s``: seconds during which new requests are started; requests in flight at the end
+    run to completion (bounded by ``timeout_s``). ``concurrency``: closed-loop workers, each sending
+    its next request when the previous one ends. ``rate_rps``: Poisson arrivals at this mean rate
+    (requests/s), open loop; with ``concurrency`` too, at most that many are in flight (an arrival
+    waits for a slot). ``prompts_file``: one prompt per line, or JSONL with ``prompt`` or
+    ``messages`` and optional ``max_tokens``; else prompts are generated with ``prompt_tokens``
+    words drawn from :data:`VOCAB` (a distribution spec, see :func:`parse_length_dist`).
+    ``max_tokens``: output tokens asked per request (a JSONL line's own value wins). ``model``:
+    sent as ``model``; None asks ``GET /v1/models`` once and uses its first id (omitted if that
+    fails). ``timeout_s``: per request, from send to end of stream (s). ``seed``: seeds prompt
+    lengths, prompt words and arrival times. ``extra_body``: merged into every request body
+    (e.g. ``{"ignore_eos": True}`` for vLLM/SGLang, ``{"temperature": 0}``).
+    """
+
+    url: str
+    duration_s: float
+    concurrency: int | None = None
+    rate_rps: float | None = None
+    prompts_file: Path | None = None
+    prompt_tokens: str = "fixed:128"
+    max_tokens: int = 128
+    model: str | None = None
+    endpoint: Endpoint = "completions"
+    timeout_s: float = 60.0
+    seed: int = 0
+    extra_body: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class LengthDist:
+    """A prompt-length distribution in tokens; see :func:`parse_length_dist`."""
+
+    kind: Literal["fixed", "uniform", "normal", "lognormal"]
+    a: float
+    b: float = 0.0
+
+    def sample(self, rng: random.Random) -> int:
+        """One length (tokens, ≥ 1, ≤ :data:`MAX_PROMPT_TOKENS`)."""
+        if self.kind == "fixed":
+            x = self.a
+        elif self.kind == "uniform":
+            x = rng.randint(int(self.a), int(self.b))
+        elif self.kind == "normal":
+            x = rng.gauss(self.a, self.b)
+        else:
+            x = self.a * math.exp(self.b * rng.gauss(0.0, 1.0))
+        return max(1, min(MAX_PROMPT_TOKENS, round(x)))
+
+
+_DIST_HELP = ("expected fixed:N, uniform:LOW:HIGH, normal:MEAN:STDDEV or lognormal:MEDIAN:SIGMA "
+              "(tokens; N, LOW, HIGH, MEAN, MEDIAN ≥ 1)")
+
+
+def parse_length_dist(spec: str) -> LengthDist:
+    """Parse a prompt-length spec (tokens).
+
+    ``N`` or ``fixed:N``: every prompt N tokens. ``uniform:LOW:HIGH``: integers LOW..HIGH
+    inclusive, equally likely. ``normal:MEAN:STDDEV``: Gaussian, rounded. ``lognormal:MEDIAN:SIGMA``:
+    ``MEDIAN·exp(SIGMA·Z)``, Z standard normal, rounded (SIGMA is the standard deviation of the
+    log-length; 0.5 gives p95/p50 ≈ 2.3). Draws are clamped to 1..:data:`MAX_PROMPT_TOKENS`.
+    Raises :class:`LoadInputError` naming the spec.
+    """
+    parts = spec.strip().split(":")
+    try:
+        nums = [float(p) for p in parts[1:]] if len(parts) > 1 else [float(parts[0])]
+    except ValueError:
+        raise LoadInputError(spec, f"bad length distribution: {_DIST_HELP}") from None
+    kind = parts[0].lower() if len(parts) > 1 else "fixed"
+    arity = {"fixed": 1, "uniform": 2, "normal": 2, "lognormal": 2}
+    if kind not in arity or len(nums) != arity[kind] or not all(math.isfinite(x) for x in nums):
+        raise LoadInputError(spec, f"bad length distribution: {_DIST_HELP}")
+    a = nums[0]
+    b = nums[1] if len(nums) > 1 else 0.0
+    if a < 1 or (kind == "uniform" and (b < a or a != int(a) or b != int(b))) or (
+        kind in ("normal", "lognormal") and b < 0
+    ) or (kind == "fixed" and a != int(a)):
+        raise LoadInputError(spec, f"bad length distribution: {_DIST_HELP}")
+    return LengthDist(kind, a, b)  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """One request's input: ``text`` (completions) or ``messages`` (chat), with its own
+    ``max_tokens`` (None: the spec's) and ``est_tokens``, its whitespace-separated word count."""
+
+    text: str | None
+    messages: tuple[Mapping[str, Any], ...] | None
+    max_tokens: int | None
+    est_tokens: int
+
+
+def _prompt(text: str | None, messages: Sequence[Mapping[str, Any]] | None, max_tokens: int | None) -> Prompt:
+    words = (text or "").split() if messages is None else [
+        w for m in messages for w in str(m.get("content") or "").split()
+    ]
+    return Prompt(text, tuple(messages) if messages is not None else None, max_tokens, len(words))
+
+
+def read_prompts(path: str | Path) -> list[Prompt]:
+    """Prompts of a file: JSONL (a ``.jsonl`` name, or a first non-blank line starting with ``{``)
+    with ``prompt`` (string) or ``messages`` (list of ``{"role", "content"}``) and optional
+    ``max_tokens`` (positive integer) per line; otherwise one prompt per non-blank line.
+    Raises :class:`LoadInputError` naming the file (and the line) on anything else."""
+    src = Path(path)
+    try:
+        text = src.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise LoadInputError(src, f"cannot read prompts file: {reason}") from None
+    lines = [(n, line) for n, line in enumerate(text.splitlines(), 1) if line.strip()]
+    if not lines:
+        raise LoadInputError(src, "no prompts in the file")
+    if not (src.suffix.lower() == ".jsonl" or lines[0][1].lstrip().startswith("{")):
+        return [_prompt(line.strip(), None, None) for _, line in lines]
+    out: list[Prompt] = []
+    for n, line in lines:
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise LoadInputError(src, f"line {n}: not JSON: {exc.msg}") from None
+        if not isinstance(obj, dict):
+            raise LoadInputError(src, f"line {n}: expected a JSON object with 'prompt' or 'messages'")
+        prompt, messages, max_tokens = obj.get("prompt"), obj.get("messages"), obj.get("max_tokens")
+        if max_tokens is not None and (isinstance(max_tokens, bool) or not isinstance(max_tokens, int)
+                                       or max_tokens < 1):
+            raise LoadInputError(src, f"line {n}: max_tokens must be a positive integer, got {max_tokens!r}")
+        if isinstance(prompt, str):
+            out.append(_prompt(prompt, None, max_tokens))
+        elif isinstance(messages, list) and messages and all(
+            isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str)
+            for m in messages
+        ):
+            out.append(_prompt(None, messages, max_tokens))
+        else:
+            raise LoadInputError(
+                src, f"line {n}: expected 'prompt' (a string) or 'messages' (a non-empty list of "
+                "{\"role\": ..., \"content\": ...} objects with string values)"
+            )
+    return out
+
+
+@dataclass(frozen=True)
+class _Target:
+    url: str
+    scheme: str
+    host: str
+    port: int
+    path: str
+
+    def connect(self, timeout_s: float) -> http.client.HTTPConnection:
+        if self.scheme == "https":
+            return http.client.HTTPSConnection(self.host, self.port, timeout=timeout_s,
+                                               context=ssl.create_default_context())
+        return http.client.HTTPConnection(self.host, self.port, timeout=timeout_s)
+
+
+def _target(url: str, endpoint: Endpoint) -> _Target:
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise LoadInputError(url, "expected an http:// or https:// URL with a host")
+    try:
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError:
+        raise LoadInputError(url, "bad port in the URL") from None
+    path = parts.path.rstrip("/")
+    suffix = "/completions" if endpoint == "completions" else "/chat/completions"
+    if not path.endswith(("/completions", "/chat/completions")):
+        path = (path if path.endswith("/v1") else path + "/v1") + suffix
+    return _Target(url, parts.scheme, parts.hostname, port, path + (f"?{parts.query}" if parts.query else ""))
+
+
+def wait_for_endpoint(url: str, timeout_s: float = 60.0, stop: threading.Event | None = None) -> None:
+    """Wait until the server at ``url`` accepts a TCP connection (polls every 0.1 s).
+
+    Raises :class:`LoadInputError` (``<url>: server unreachable ...``) after ``timeout_s``
+    seconds, or when ``stop`` is set."""
+    t = _target(url, "completions")
+    deadline = time.monotonic() + timeout_s
+    last = "no attempt"
+    while time.monotonic() < deadline and not (stop is not None and stop.is_set()):
+        try:
+            with socket.create_connection((t.host, t.port), timeout=min(2.0, timeout_s)):
+                return
+        except OSError as exc:
+            last = exc.strerror or str(exc)
+        time.sleep(0.1)
+    raise LoadInputError(url, f"server unreachable after {timeout_s:g} s ({last})")
+
+
+def _served_model(t: _Target, timeout_s: float) -> str | None:
+    """The first model id of ``GET /v1/models``, or None."""
+    root = t.path.split("?")[0]
+    root = root[: root.rfind("/v1/") + 3] if "/v1/" in root else "/v1"
+    conn = t.connect(min(timeout_s, 10.0))
+    try:
+        conn.request("GET", root + "/models", headers={"Accept": "application/json"})
+        resp = conn.getresponse()
+        body = resp.read(1 << 20)
+        if resp.status != 200:
+            return None
+        data = json.loads(body).get("data") or []
+        ident = data[0].get("id") if data and isinstance(data[0], dict) else None
+        return ident if isinstance(ident, str) else None
+    except (OSError, http.client.HTTPException, ValueError, AttributeError):
+        return None  # the model is optional: a server without /v1/models gets none
+    finally:
+        conn.close()
+
+
+# --------------------------------------------------------------------------------------------
+# Results
+
+
+@dataclass
+class RequestRecord:
+    """One request. Times are integer ns; ``start_ns`` is Unix time (``time.time_ns()``) just
+    before the request is sent, the others are durations from that instant (monotonic clock).
+
+    ``ttft_ns``: to the first text-carrying chunk (None if none arrived). ``itl_ns``: gaps between
+    successive text-carrying chunks. ``e2e_ns``: to the end of the stream, or to the failure.
+    ``prompt_tokens``/``output_tokens``: from the usage chunk, else counted
+    (``token_count_source``: ``"usage"`` or ``"counted"``). ``status``: HTTP status (None when no
+    response came). ``error``: None for a complete stream, else why it failed."""
+
+    request_id: int
+    start_ns: int
+    ttft_ns: int | None
+    itl_ns: list[int]
+    e2e_ns: int
+    prompt_tokens: int | None
+    output_tokens: int
+    status: int | None
+    error: str | None
+    token_count_source: Literal["usage", "counted"]
+
+    @property
+    def tpot_ns(self) -> float | None:
+        """Time per output token after the first (ns): ``(e2e − ttft) / (output_tokens − 1)``."""
+        if self.error is not None or self.ttft_ns is None or self.output_tokens < 2:
+            return None
+        return (self.e2e_ns - self.ttft_ns) / (self.output_tokens - 1)
+
+
+@dataclass(frozen=True)
+class LoadProgress:
+    """Where a running load stands: ``elapsed_s`` since it started, requests ``sent`` and
+    ``requests_done`` (ended, with or without error), ``errors``, ``in_flight``, and the
+    ``output_tokens`` of the ended requests."""
+
+    elapsed_s: float
+    requests_done: int
+    errors: int
+    output_tokens: int
+    requests_sent: int
+    in_flight: int
+
+
+@dataclass(frozen=True)
+class Percentiles:
+    """p50/p95/p99 in ms (linear interpolation between order statistics, as DuckDB's
+    ``quantile_cont`` and numpy's default); None without samples."""
+
+    p50: float | None
+    p95: float | None
+    p99: float | None
+
+
+def quantile(values: Sequence[float], q: float) -> float | None:
+    """The ``q`` quantile (0..1) with linear interpolation (``quantile_cont``); None if empty."""
+    if not values:
+        return None
+    xs = sorted(values)
+    pos = q * (len(xs) - 1)
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+
+
+def _pct_ms(values_ns: Sequence[float]) -> Percentiles:
+    p = [quantile(values_ns, q) for q in (0.5, 0.95, 0.99)]
+    return Percentiles(*(None if x is None else x / 1e6 for x in p))
+
+
+@dataclass(frozen=True)
+class LoadSummary:
+    """Aggregates of a load run. Latencies in ms over the requests without error (ITL: all their
+    gaps pooled); ``window_s``: first request start to last request end (s); throughputs are
+    successful requests' output tokens and successful requests per second of that window;
+    ``error_rate``: errors / requests (0..1)."""
+
+    requests: int
+    errors: int
+    output_tokens: int
+    window_s: float
+    ttft_ms: Percentiles
+    tpot_ms: Percentiles
+    itl_ms: Percentiles
+    e2e_ms: Percentiles
+    output_tokens_per_s: float | None
+    requests_per_s: float | None
+    error_rate: float | None
+
+    def as_dict(self) -> dict[str, Any]:
+        """Flat dict: ``ttft_p50_ms``, …, ``output_tokens_per_s``, ``requests_per_s``, …"""
+        out: dict[str, Any] = {k: getattr(self, k) for k in ("requests", "errors", "output_tokens", "window_s")}
+        for name in ("ttft", "tpot", "itl", "e2e"):
+            p: Percentiles = getattr(self, f"{name}_ms")
+            out.update({f"{name}_p50_ms": p.p50, f"{name}_p95_ms": p.p95, f"{name}_p99_ms": p.p99})
+        out.update(output_tokens_per_s=self.output_tokens_per_s, requests_per_s=self.requests_per_s,
+                   error_rate=self.error_rate)
+        return out
+
+
+@dataclass
+class LoadResult:
+    """A finished load: ``started_ns``/``ended_ns`` (Unix ns) bound the whole load (first send to
+    last request ended), ``records`` are sorted by request id. ``cancelled``: requests cut off by
+    ``stop`` (not in ``records``). ``model`` and ``url``: what was sent where."""
+
+    spec: LoadSpec
+    started_ns: int
+    ended_ns: int
+    records: list[RequestRecord] = field(default_factory=list)
+    cancelled: int = 0
+    model: str | None = None
+
+    def summary(self) -> LoadSummary:
+        """p50/p95/p99 of TTFT, TPOT, ITL and e2e, throughput and errors (see :class:`LoadSummary`);
+        the same definitions as the ``serving`` analyzer's metrics."""
+        recs = self.records
+        ok = [r for r in recs if r.error is None]
+        errors = len(recs) - len(ok)
+        window_ns = (max(r.start_ns + r.e2e_ns for r in recs) - min(r.start_ns for r in recs)) if recs else 0
+        tokens = sum(r.output_tokens for r in ok)
+        tpots = [t for t in (r.tpot_ns for r in ok) if t is not None]
+        return LoadSummary(
+            requests=len(recs),
+            errors=errors,
+            output_tokens=tokens,
+            window_s=window_ns / 1e9,
+            ttft_ms=_pct_ms([r.ttft_ns for r in ok if r.ttft_ns is not None]),
+            tpot_ms=_pct_ms(tpots),
+            itl_ms=_pct_ms([g for r in ok for g in r.itl_ns]),
+            e2e_ms=_pct_ms([r.e2e_ns for r in ok]),
+            output_tokens_per_s=tokens / (window_ns / 1e9) if window_ns > 0 else None,
+            requests_per_s=len(ok) / (window_ns / 1e9) if window_ns > 0 else None,
+            error_rate=errors / len(recs) if recs else None,
+        )
+
+
+# --------------------------------------------------------------------------------------------
+# The driver
+
+
+class _Cancelled(Exception):
+    """The request was cut off by the stop event."""
+
+
+class _Run:
+    """State shared by the workers of one :func:`run_load` call."""
+
+    def __init__(self, spec: LoadSpec, target: _Target, prompts: list[Prompt] | None,
+                 dist: LengthDist | None, model: str | None, cancel: threading.Event) -> None:
+        self.spec, self.target, self.prompts, self.dist, self.model = spec, target, prompts, dist, model
+        self.cancel = cancel
+        self.lock = threading.Lock()
+        self.rng = random.Random(spec.seed)
+        self.next_id = 0
+        self.records: list[RequestRecord] = []
+        self.cancelled = 0
+        self.errors = 0
+        self.tokens = 0
+        self.in_flight: set[http.client.HTTPConnection] = set()
+
+    # prompts -------------------------------------------------------------------------------
+    def next_prompt(self) -> tuple[int, Prompt]:
+        with self.lock:
+            rid = self.next_id
+            self.next_id += 1
+            if self.prompts is not None:
+                return rid, self.prompts[rid % len(self.prompts)]
+            assert self.dist is not None
+            n = self.dist.sample(self.rng)
+            words = self.rng.choices(VOCAB, k=n)
+        return rid, Prompt(" ".join(words), None, None, n)
+
+    def body(self, p: Prompt) -> bytes:
+        spec = self.spec
+        doc: dict[str, Any] = {}
+        if self.model is not None:
+            doc["model"] = self.model
+        if spec.endpoint == "chat":
+            doc["messages"] = list(p.messages) if p.messages is not None else [{"role": "user", "content": p.text}]
+        else:
+            doc["prompt"] = p.text if p.text is not None else "\n".join(
+                str(m.get("content") or "") for m in p.messages or ())
+        doc.update(max_tokens=p.max_tokens or spec.max_tokens, stream=True,
+                   stream_options={"include_usage": True})
+        doc.update(spec.extra_body or {})
+        return json.dumps(doc).encode()
+
+    # one request ---------------------------------------------------------------------------
+    def request(self) -> None:
+        rid, prompt = self.next_prompt()
+        try:
+            rec = self._send(rid, prompt)
+        except _Cancelled:
+            with self.lock:
+                self.cancelled += 1
+            return
+        with self.lock:
+            self.records.append(rec)
+            self.errors += rec.error is not None
+            self.tokens += rec.output_tokens
+
+    def _send(self, rid: int, prompt: Prompt) -> RequestRecord:
+        timeout = self.spec.timeout_s
+        body = self.body(prompt)
+        conn = self.target.connect(timeout)
+        ttft: int | None = None
+        itl: list[int] = []
+        usage: dict[str, Any] | None = None
+        chunks = 0
+        status: int | None = None
+        error: str | None = None
+        with self.lock:
+            self.in_flight.add(conn)
+        start_ns = time.time_ns()
+        t0 = last = time.perf_counter_ns()
+        try:
+            if self.cancel.is_set():
+                raise _Cancelled
+            conn.request("POST", self.target.path, body=body, headers={
+                "Content-Type": "application/json", "Accept": "text/event-stream"})
+            resp = conn.getresponse()
+            status = resp.status
+            if status != 200:
+                text = resp.read(2000).decode("utf-8", "replace").strip()
+                error = f"HTTP {status}: {' '.join(text.split())[:300] or resp.reason}"
+            else:
+                done = False
+                while not done:
+                    line = resp.readline()
+                    if not line:
+                        break
+                    if time.perf_counter_ns() - t0 > timeout * 1e9:
+                        error = f"timed out after {timeout:g} s"
+                        break
+                    if not line.startswith(b"data:"):
+                        continue  # blank separators, ": comments", "event:" lines
+                    payload = line[5:].strip()
+                    if payload == b"[DONE]":
+                        done = True
+                        break
+                    try:
+                        obj = json.loads(payload)
+                    except ValueError:
+                        error = f"malformed SSE data: {payload[:120].decode('utf-8', 'replace')}"
+                        break
+                    if not isinstance(obj, dict):
+                        continue
+                    if obj.get("error"):
+                        err = obj["error"]
+                        error = "server error in stream: " + str(err.get("message", err) if isinstance(err, dict) else err)[:300]
+                        break
+                    if isinstance(obj.get("usage"), dict):
+                        usage = obj["usage"]
+                    if any(_chunk_text(c) for c in obj.get("choices") or ()):
+                        now = time.perf_counter_ns()
+                        if ttft is None:
+                            ttft = now - t0
+                        else:
+                            itl.append(now - last)
+                        last = now
+                        chunks += 1
+                if not done and error is None:
+                    error = f"stream ended before data: [DONE] ({chunks} text chunks received)"
+        except (OSError, http.client.HTTPException) as exc:
+            if self.cancel.is_set():
+                raise _Cancelled from None
+            if isinstance(exc, TimeoutError | socket.timeout):
+                error = f"timed out after {timeout:g} s (no data)"
+            else:
+                error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        finally:
+            end = time.perf_counter_ns()
+            with self.lock:
+                self.in_flight.discard(conn)
+            conn.close()
+        if self.cancel.is_set() and error is not None:
+            raise _Cancelled
+        n_out, n_prompt = _usage_counts(usage)
+        return RequestRecord(
+            request_id=rid,
+            start_ns=start_ns,
+            ttft_ns=ttft,
+            itl_ns=itl,
+            e2e_ns=end - t0,
+            prompt_tokens=n_prompt if n_prompt is not None else prompt.est_tokens,
+            output_tokens=n_out if n_out is not None else chunks,
+            status=status,
+            error=error,
+            token_count_source="usage" if n_out is not None else "counted",
+        )
+
+    def abort_in_flight(self) -> None:
+        """Shut down the sockets of the requests in flight (their reads return at once)."""
+        with self.lock:
+            conns = list(self.in_flight)
+        for conn in conns:
+            sock = conn.sock
+            if sock is not None:
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass  # already closed by its worker
+
+    def progress(self, t0: float, sent: int) -> LoadProgress:
+        with self.lock:
+            return LoadProgress(time.monotonic() - t0, len(self.records), self.errors, self.tokens,
+                                sent, len(self.in_flight))
+
+
+def _chunk_text(choice: Any) -> str:
+    if not isinstance(choice, dict):
+        return ""
+    text = choice.get("text")
+    if not text and isinstance(choice.get("delta"), dict):
+        text = choice["delta"].get("content")
+    return text if isinstance(text, str) else ""
+
+
+def _usage_counts(usage: Mapping[str, Any] | None) -> tuple[int | None, int | None]:
+    if not usage:
+        return None, None
+    out, prompt = usage.get("completion_tokens"), usage.get("prompt_tokens")
+    return (out if _count(out) else None), (prompt if _count(prompt) else None)
+
+
+def _count(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+
+
+def check_spec(spec: LoadSpec) -> tuple[list[Prompt] | None, LengthDist | None]:
+    """Validate ``spec`` without contacting the server; return the prompts file's prompts or the
+    length distribution. Raises :class:`LoadInputError` (one line: what, and why)."""
+    _target(spec.url, spec.endpoint)
+    if spec.endpoint not in ("completions", "chat"):
+        raise LoadInputError(spec.endpoint, "endpoint must be 'completions' or 'chat'")
+    if spec.concurrency is None and spec.rate_rps is None:
+        raise LoadInputError(spec.url, "give a concurrency (closed-loop workers) or a request rate (req/s)")
+    if spec.concurrency is not None and spec.concurrency < 1:
+        raise LoadInputError(spec.url, f"concurrency must be ≥ 1, got {spec.concurrency}")
+    if spec.rate_rps is not None and not (spec.rate_rps > 0 and math.isfinite(spec.rate_rps)):
+        raise LoadInputError(spec.url, f"request rate must be > 0 req/s, got {spec.rate_rps}")
+    if not (spec.duration_s > 0 and math.isfinite(spec.duration_s)):
+        raise LoadInputError(spec.url, f"duration must be > 0 s, got {spec.duration_s}")
+    if spec.max_tokens < 1:
+        raise LoadInputError(spec.url, f"max_tokens must be ≥ 1, got {spec.max_tokens}")
+    if not spec.timeout_s > 0:
+        raise LoadInputError(spec.url, f"timeout must be > 0 s, got {spec.timeout_s}")
+    if spec.prompts_file is not None:
+        return read_prompts(spec.prompts_file), None
+    return None, parse_length_dist(spec.prompt_tokens)
+
+
+def run_load(
+    spec: LoadSpec,
+    stop: threading.Event | None = None,
+    on_progress: Callable[[LoadProgress], None] | None = None,
+) -> LoadResult:
+    """Apply the load of ``spec`` and return every request's record (blocking).
+
+    New requests start during ``spec.duration_s`` seconds; requests in flight then run to their
+    end (each bounded by ``spec.timeout_s``). Setting ``stop`` ends the load early: no new
+    requests, the in-flight ones are cut off (counted in ``LoadResult.cancelled``, not recorded)
+    and the function returns within about a second. ``on_progress`` is called from the calling
+    thread every :data:`PROGRESS_INTERVAL_S` seconds and once at the end.
+
+    Raises :class:`LoadInputError` for a bad spec (see :func:`check_spec`) or when the server
+    does not accept a TCP connection; per-request failures (HTTP errors, broken streams,
+    timeouts) are recorded in :attr:`RequestRecord.error` instead.
+    """
+    prompts, dist = check_spec(spec)
+    target = _target(spec.url, spec.endpoint)
+    try:
+        socket.create_connection((target.host, target.port), timeout=min(spec.timeout_s, 10.0)).close()
+    except OSError as exc:
+        raise LoadInputError(spec.url, f"server unreachable: {exc.strerror or exc}") from None
+    model = spec.model if spec.model is not None else _served_model(target, spec.timeout_s)
+    stop = stop if stop is not None else threading.Event()
+    cancel = threading.Event()
+    run = _Run(spec, target, prompts, dist, model, cancel)
+    slots = threading.BoundedSemaphore(spec.concurrency) if spec.concurrency else None
+    arrivals = random.Random(spec.seed + 1)
+    threads: list[threading.Thread] = []
+    t0 = time.monotonic()
+    started_ns = time.time_ns()
+    deadline = t0 + spec.duration_s
+
+    def closed_loop() -> None:
+        while not stop.is_set() and time.monotonic() < deadline:
+            run.request()
+
+    def arrival() -> None:
+        if slots is not None:
+            while not slots.acquire(timeout=0.05):
+                if stop.is_set():
+                    return
+        try:
+            if not stop.is_set():
+                run.request()
+        finally:
+            if slots is not None:
+                slots.release()
+
+    def spawn(fn: Callable[[], None]) -> None:
+        th = threading.Thread(target=fn, name=f"tracekit-load-{len(threads)}", daemon=True)
+        threads.append(th)
+        th.start()
+
+    if spec.rate_rps is None:
+        for _ in range(spec.concurrency or 1):
+            spawn(closed_loop)
+    next_arrival = t0 + (arrivals.expovariate(spec.rate_rps) if spec.rate_rps else math.inf)
+    next_report = t0
+    while not stop.is_set():
+        now = time.monotonic()
+        if now >= deadline:
+            break
+        while spec.rate_rps and next_arrival <= now:
+            spawn(arrival)
+            next_arrival += arrivals.expovariate(spec.rate_rps)
+        if on_progress is not None and now >= next_report:
+            on_progress(run.progress(t0, run.next_id))
+            next_report = now + PROGRESS_INTERVAL_S
+        stop.wait(max(0.0, min(next_arrival, deadline, next_report) - time.monotonic()))
+    # Drain: requests in flight run to their end unless stop is (or gets) set.
+    for th in threads:
+        while th.is_alive():
+            if stop.is_set():
+                cancel.set()
+                run.abort_in_flight()
+            th.join(timeout=0.05)
+            if on_progress is not None and time.monotonic() >= next_report:
+                on_progress(run.progress(t0, run.next_id))
+                next_report = time.monotonic() + PROGRESS_INTERVAL_S
+    if on_progress is not None:
+        on_progress(run.progress(t0, run.next_id))
+    records = sorted(run.records, key=lambda r: r.request_id)
+    ended_ns = max((r.start_ns + r.e2e_ns for r in records), default=time.time_ns())
+    return LoadResult(spec=spec, started_ns=started_ns, ended_ns=max(ended_ns, started_ns), records=records,
+                      cancelled=run.cancelled, model=model)
+
+
+# --------------------------------------------------------------------------------------------
+# Store
+
+
+def store_requests(run_id: str, result: LoadResult, store: str | Path | None = None) -> int:
+    """Attach a load's request records to run ``run_id`` (the ``requests`` view), replacing the
+    run's previous ones, in one transaction; return the number of requests stored.
+
+    Raises :class:`tracekit.errors.TraceInputError` when the store has no such run."""
+    from tracekit.errors import TraceInputError
+    from tracekit.store import default_store_path, open_store
+
+    recs = result.records
+    columns = (
+        [r.request_id for r in recs], [r.start_ns for r in recs], [r.ttft_ns for r in recs],
+        [r.e2e_ns for r in recs], [r.prompt_tokens for r in recs], [r.output_tokens for r in recs],
+        [r.itl_ns for r in recs], [r.status for r in recs], [r.error for r in recs],
+        [r.token_count_source for r in recs],
+    )
+    path = Path(store) if store is not None else default_store_path()
+    with open_store(path) as con:
+        if not con.execute("SELECT count(*) FROM runs WHERE run_id = ?", [run_id]).fetchall()[0][0]:
+            raise TraceInputError(path, f"no run {run_id!r} in the store (see `tracekit runs`)")
+        con.execute("BEGIN")
+        try:
+            con.execute("DELETE FROM request_rows WHERE run_id = ?", [run_id])
+            if recs:
+                con.execute(
+                    """INSERT INTO request_rows
+                       SELECT ?, unnest(?::BIGINT[]), unnest(?::BIGINT[]), unnest(?::BIGINT[]),
+                              unnest(?::BIGINT[]), unnest(?::BIGINT[]), unnest(?::BIGINT[]),
+                              unnest(?::BIGINT[][]), unnest(?::INTEGER[]), unnest(?::VARCHAR[]),
+                              unnest(?::VARCHAR[])""",
+                    [run_id, *columns],
+                )
+            con.execute("COMMIT")
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
+    return len(recs)
