@@ -166,7 +166,7 @@ def _my_resident(k: dict[str, Any], dev: dict[str, Any]) -> int:
 
 def _kineto(path: Path) -> tuple[list[dict[str, Any]], dict[int, dict[str, Any]]]:
     [f] = list(path.glob("*.json*"))
-    data = json.loads(gzip.open(f).read())
+    data = json.loads(gzip.decompress(f.read_bytes()))
     devs = {int(d["id"]): d for d in data["deviceProperties"]}
     return [e for e in data["traceEvents"] if e.get("cat") == "kernel" and e.get("ph") == "X"], devs
 
@@ -212,7 +212,7 @@ def test_a100_wave_quantization_recomputed_from_json(tmp_path: Path) -> None:
 @_skip_without(H100)
 def test_h100_matrix_tile_efficiency_recomputed_from_json(tmp_path: Path) -> None:
     [f] = list(H100.glob("*.json*"))
-    events = json.loads(gzip.open(f).read())["traceEvents"]
+    events = json.loads(gzip.decompress(f.read_bytes()))["traceEvents"]
     ops = {e["args"].get("External id"): e for e in events if e.get("cat") == "cpu_op"}
     tile = (64, 8, 16)  # H100 wgmma m64nNk16, N a multiple of 8 (PTX ISA)
     total = useful = 0.0
@@ -267,3 +267,162 @@ def test_bucket_padding_from_a_lengths_file(tmp_path: Path) -> None:
     )
     res = run_cli("analyze", "--all", "--store", str(store), "--lengths", str(lengths))
     assert res.returncode == 2 and "exactly one RUN" in res.stderr
+
+
+# ---- (d) AMD wave quantization -----------------------------------------------------------------
+
+ROCPD_SAMPLE = SAMPLES / "amd_synthetic_rocpd" / "27182_results.db"
+V3 = CORPUS / "rocprof" / "rocpd-v3-sample"
+RPD_VLLM = CORPUS / "rocprof" / "rpd" / "vllm_mi300_mytrace.rpd.gz"
+
+
+def _my_amd_resident(threads: int, vgpr: int, agpr: int, sgpr: int, lds: int, lds_per_cu: int = 65536) -> int:
+    """CDNA3 occupancy written out here (LLVM AMDGPUBaseInfo / HIP occupancy API): 4 SIMDs × 8 wave
+    slots, 512 unified VGPRs per lane in granules of 8 (arch VGPRs aligned to 4 before the AGPRs),
+    800 SGPRs in granules of 16, LDS in 512-B granules, 16 barriers per CU for multi-wave groups."""
+    waves = math.ceil(threads / 64)
+    candidates = [32 // waves]
+    if waves > 1:
+        candidates.append(16)
+    regs = (math.ceil(vgpr / 4) * 4 + agpr) if agpr else vgpr
+    if regs:
+        per_simd = 8 if regs < 8 else max(1, min(8, 512 // (math.ceil(regs / 8) * 8)))
+        candidates.append(per_simd * 4 // waves)
+    if sgpr:
+        candidates.append(max(1, min(8, 800 // (math.ceil(sgpr / 16) * 16))) * 4 // waves)
+    if lds:
+        candidates.append(max(1, lds_per_cu // (math.ceil(lds / 512) * 512)))
+    return min(candidates)
+
+
+def _expected_waves(rows: list[tuple[int, int, int, int, int, int, int]], cus: int) -> tuple[float, float, float]:
+    """(last-wave efficiency, quantization fraction, wasted ns) from raw rows of
+    (workgroups, threads, vgpr, agpr, sgpr, lds, dur_ns)."""
+    all_t = sum(r[6] for r in rows)
+    multi_t = last = wasted = 0.0
+    for wgs, threads, vgpr, agpr, sgpr, lds, dur in rows:
+        cap = cus * _my_amd_resident(threads, vgpr, agpr, sgpr, lds)
+        waves = math.ceil(wgs / cap)
+        if waves > 1:
+            multi_t += dur
+            last += dur * ((wgs % cap) / cap if wgs % cap else 1.0)
+            wasted += dur * (1 - wgs / (waves * cap))
+    return last / multi_t, wasted / all_t, wasted
+
+
+def _rocpd_rows(db: Path) -> tuple[list[tuple[int, int, int, int, int, int, int]], int]:
+    """Raw dispatch rows of a rocpd database (grid in work-items → workgroups) and the GPU's CUs."""
+    import sqlite3
+
+    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    rows = con.execute(
+        """SELECT ((d.grid_size_x + d.workgroup_size_x - 1) / d.workgroup_size_x)
+                * ((d.grid_size_y + d.workgroup_size_y - 1) / d.workgroup_size_y)
+                * ((d.grid_size_z + d.workgroup_size_z - 1) / d.workgroup_size_z),
+                  d.workgroup_size_x * d.workgroup_size_y * d.workgroup_size_z,
+                  s.arch_vgpr_count, s.accum_vgpr_count, s.sgpr_count, d.group_segment_size, d."end" - d.start
+           FROM rocpd_kernel_dispatch d JOIN rocpd_info_kernel_symbol s ON s.id = d.kernel_id"""
+    ).fetchall()
+    [(cus,)] = con.execute(
+        "SELECT DISTINCT json_extract(a.extdata, '$.cu_count') FROM rocpd_info_agent a "
+        "JOIN rocpd_kernel_dispatch d ON d.agent_id = a.id").fetchall()
+    con.close()
+    return rows, int(cus)
+
+
+def test_amd_wave_quantization_rocpd_sample_and_cpx(tmp_path: Path) -> None:
+    import shutil
+    import sqlite3
+
+    rows, cus = _rocpd_rows(ROCPD_SAMPLE)
+    assert cus == 304
+    lw, frac, wasted = _expected_waves(rows, cus)
+    res, _, _ = _analyze(ROCPD_SAMPLE, tmp_path)
+    m = _metrics(res)
+    assert m["last_wave_efficiency"] == pytest.approx(lw, rel=1e-12)
+    assert m["wave_quantization_fraction"] == pytest.approx(frac, rel=1e-12)
+    [f] = [f for f in res.findings if f.title.startswith("GPU wave tails")]
+    assert f.saving_ns == pytest.approx(wasted, abs=2)
+    top = f.evidence["kernels"][0]
+    # the MT64x32x256 GEMM: 448 workgroups, LDS 33792 B → one per CU (64 KiB), 304 CUs → 2 waves
+    assert (top["blocks"], top["resident_blocks_per_cu"], top["limited_by"], top["waves"]) == (448, 1, "lds", 2)
+    assert top["last_wave_efficiency"] == pytest.approx(144 / 304)
+    assert "448 workgroups on 304 CUs" in f.detail
+
+    # CPX partition: the same capture on a 38-CU, 1-XCC partition (the trace states the CU count)
+    cpx = tmp_path / "cpx" / "27182_results.db"
+    cpx.parent.mkdir()
+    shutil.copy(ROCPD_SAMPLE, cpx)
+    con = sqlite3.connect(cpx)
+    [table] = [t for (t,) in con.execute(
+        "SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE 'rocpd_info_agent_%'")]
+    con.execute(f"""UPDATE {table} SET extdata = json_set(extdata, '$.cu_count', 38, '$.num_xcc', 1,
+                    '$.simd_count', 152) WHERE type = 'GPU'""")
+    con.commit()
+    con.close()
+    rows_cpx, cus_cpx = _rocpd_rows(cpx)
+    assert cus_cpx == 38
+    lw_cpx, frac_cpx, _ = _expected_waves(rows_cpx, 38)
+    res_cpx, _, _ = _analyze(cpx, tmp_path / "cpx")
+    m_cpx = _metrics(res_cpx)
+    assert m_cpx["last_wave_efficiency"] == pytest.approx(lw_cpx, rel=1e-12)
+    assert m_cpx["wave_quantization_fraction"] == pytest.approx(frac_cpx, rel=1e-12)
+    # 448 workgroups on 38 CUs: 12 waves, the tail is a smaller share; under the 2 % info threshold
+    assert frac_cpx < 0.02 < frac and not [f for f in res_cpx.findings if f.title.startswith("GPU wave tails")]
+
+
+@_skip_without(V3)
+def test_amd_wave_quantization_rocprofv3_csv_from_raw_rows(tmp_path: Path) -> None:
+    import csv
+
+    folder = V3 / "vllm_mi300x_decode_csv"
+    agents = csv.DictReader(next(folder.glob("*_agent_info.csv")).read_text().splitlines())
+    [agent] = [r for r in agents if r["Agent_Type"] == "GPU"][:1]
+    cus = int(agent["Cu_Count"])
+    rows = []
+    for r in csv.DictReader(next(folder.glob("*_kernel_trace.csv")).read_text().splitlines()):
+        wg = [int(r[f"Workgroup_Size_{d}"]) for d in "XYZ"]
+        grid = [int(r[f"Grid_Size_{d}"]) for d in "XYZ"]  # work-items
+        rows.append((math.prod(math.ceil(g / w) for g, w in zip(grid, wg)), math.prod(wg), int(r["VGPR_Count"]),
+                     int(r["Accum_VGPR_Count"]), int(r["SGPR_Count"]), int(r["LDS_Block_Size"]),
+                     int(r["End_Timestamp"]) - int(r["Start_Timestamp"])))
+    lw, frac, wasted = _expected_waves(rows, cus)
+    res, _, _ = _analyze(folder, tmp_path)
+    m = _metrics(res)
+    assert m["last_wave_efficiency"] == pytest.approx(lw, rel=1e-12)
+    assert m["wave_quantization_fraction"] == pytest.approx(frac, rel=1e-12)
+    [f] = [f for f in res.findings if f.title.startswith("GPU wave tails")]
+    assert f.saving_ns == pytest.approx(wasted, abs=2) and f.severity == "info"  # 6.2 % of kernel time
+    # the rocpd rendering of the same capture (static + dynamic LDS) agrees with its own raw rows
+    rows_db, cus_db = _rocpd_rows(V3 / "vllm_mi300x_decode_results.db")
+    _, frac_db, _ = _expected_waves(rows_db, cus_db)
+    (tmp_path / "db").mkdir()
+    res_db, _, _ = _analyze(V3 / "vllm_mi300x_decode_results.db", tmp_path / "db")
+    assert _metrics(res_db)["wave_quantization_fraction"] == pytest.approx(frac_db, rel=1e-12)
+
+
+@_skip_without(RPD_VLLM)
+def test_amd_wave_quantization_says_why_rpd_is_not_modelled(tmp_path: Path) -> None:
+    """RPD records no agent properties (CUs, wave slots) and no registers: no wave numbers."""
+    res, con, run_id = _analyze(RPD_VLLM, tmp_path)
+    m = _metrics(res)
+    assert m["last_wave_efficiency"] is None and m["wave_quantization_fraction"] is None
+    assert not [f for f in res.findings if f.title.startswith("GPU wave tails")]
+    status = PaddingWaste()._waves(con, run_id, None)[2]["waves"]
+    assert status.startswith("skipped: no launch could be modelled (1228 launches: no CU count")
+
+
+def test_amd_resident_workgroups_hand_cases() -> None:
+    from tracekit.analysis.padding_waste import AMD_TARGETS, resident_workgroups_amd
+
+    gfx942, gfx950 = AMD_TARGETS["gfx942"], AMD_TARGETS["gfx950"]
+    # 4 waves, 128 + 64 = 192 VGPRs → 2 waves/SIMD → 2 workgroups; LDS 33 KiB of 64 KiB → 1
+    assert resident_workgroups_amd(gfx942, 256, 128, 64, 96, 33792) == (1, "lds")
+    # gfx950: 160 KiB LDS in 1280-B granules → 4; the VGPRs now bind at 2
+    assert resident_workgroups_amd(gfx950, 256, 128, 64, 96, 33792) == (2, "vgprs")
+    # 1024 threads = 16 waves × 240 VGPRs (2 waves/SIMD = 8 per CU): cannot be resident
+    assert resident_workgroups_amd(gfx942, 1024, 240, 0, 32, 0) is None
+    # 320 threads = 5 waves: 32 slots hold 6 workgroups, VGPRs (4) do not bind
+    assert resident_workgroups_amd(gfx942, 320, 4, 0, 16, 0) == (6, "wave_slots")
+    # arch VGPRs align to 4 before the AGPRs: 130 → 132 + 124 = 256 → 2 waves/SIMD
+    assert resident_workgroups_amd(gfx942, 64, 130, 124, 16, 0) == (8, "vgprs")

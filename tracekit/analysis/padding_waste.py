@@ -37,17 +37,37 @@ annotation, else the annotation's span minus the compiles inside it. **Assumes t
 Σ (T − n) ÷ Σ T (per row: a batch's rows are taken as equally padded). A lengths file given on
 the command line is planned (see docs); not read yet.
 
-(d) **GPU wave quantization** (NVIDIA Kineto/XPlane kernels with grid, block, registers and shared
-memory). Resident blocks per SM = min over the limits of the CUDA occupancy calculator: warps
-(``max_threads_per_cu`` ÷ warp size ÷ warps per block), blocks per SM (:data:`MAX_BLOCKS_PER_SM`
-by ``arch``), registers (per-warp allocation rounded up to 256 registers), shared memory (per
-block + 1 KiB reserved on sm_80+, rounded up to 128 B, against ``shared_mem_per_cu_bytes``; the
-largest carveout, so an optimistic count). capacity = SMs × resident; waves = ⌈blocks ÷
-capacity⌉; last-wave efficiency = (blocks mod capacity) ÷ capacity (1 when it divides); wave
-efficiency = blocks ÷ (waves × capacity). Only kernels with more than one wave are quantized:
-saving = dur × (1 − wave efficiency) (each wave takes the same time). Kernels with fewer blocks than
-SMs are counted as under-filled (no saving computed: their time is latency, not waves).
-``last_wave_efficiency`` is the time-weighted mean over multi-wave kernels.
+(d) **GPU wave quantization** (kernels with grid, block and a CU/SM count). Resident blocks per
+SM/CU, then capacity = SMs/CUs × resident; waves = ⌈blocks ÷ capacity⌉; last-wave efficiency =
+(blocks mod capacity) ÷ capacity (1 when it divides); wave efficiency = blocks ÷ (waves ×
+capacity). Only kernels with more than one wave are quantized: saving = dur × (1 − wave
+efficiency) (each wave takes the same time). Kernels with fewer blocks than SMs/CUs are counted as
+under-filled (no saving computed: their time is latency, not waves). ``last_wave_efficiency`` is
+the time-weighted mean over multi-wave kernels.
+
+*NVIDIA* (Kineto/XPlane grid, block, registers and shared memory): resident blocks per SM = min
+over the limits of the CUDA occupancy calculator: warps (``max_threads_per_cu`` ÷ warp size ÷
+warps per block), blocks per SM (:data:`MAX_BLOCKS_PER_SM` by ``arch``), registers (per-warp
+allocation rounded up to 256 registers), shared memory (per block + 1 KiB reserved on sm_80+,
+rounded up to 128 B, against ``shared_mem_per_cu_bytes``; the largest carveout, so an optimistic
+count).
+
+*AMD CDNA* (gfx90a, gfx940–942, gfx950; rocpd, rocprofv3 CSV/JSON, RPD; ``grid_*`` is already in
+workgroups: the parsers divide rocprof's work-item grid by the workgroup size, rounding up).
+Resident workgroups per CU = min of (:func:`resident_workgroups_amd`, constants in
+:data:`AMD_TARGETS`, from LLVM ``AMDGPUBaseInfo.cpp`` as ported by OpenXLA's
+``rocm_occupancy.cc``): wave slots (``max_waves_per_cu`` ÷ waves per workgroup, waves = ⌈threads ÷
+wave size⌉); barriers (16 workgroups per CU when a workgroup has more than one wave); VGPRs (unified
+file: VGPRs = align(arch VGPRs, 4) + AGPRs, else max of the two; waves per SIMD = 512 ÷ align(VGPRs,
+8), clamped to 1..waves per SIMD; × SIMDs per CU ÷ waves per workgroup); SGPRs (800 ÷ align(SGPRs,
+16) waves per SIMD, likewise); LDS (LDS per CU ÷ align(LDS per workgroup, granule): 64 KiB and
+512 B on gfx90a/gfx94x, 160 KiB and 1280 B on gfx950, at least 1). CUs, SIMDs per CU, wave slots per
+CU, wave size and LDS per CU come from the ``devices`` row when stated (a CPX partition states its 38
+CUs), else from the hardware catalog (:func:`identify`, partition-scaled). A register count the
+trace lacks (RPD) drops that limit: the count is then an upper bound, said in the evidence. The
+LDS per workgroup is what the format stores (``shared_mem_bytes``: rocpd/JSON static + dynamic,
+CSV static only, RPD dynamic only), so CSV/RPD counts can be optimistic. Other targets (RDNA
+gfx10–12: wave32 and a larger register file) are not modelled and are counted as such.
 
 Thresholds: module constants below (fractions of the checked time; the layout, bucket and matrix
 shares of the time they were computed over, the wave share of all kernel time).
@@ -86,6 +106,28 @@ MAX_BLOCKS_PER_SM = {
     "sm_90": 32, "sm_100": 32,
 }
 REG_ALLOC_UNIT = 256  # registers, per warp
+
+
+@dataclass(frozen=True)
+class AmdTarget:
+    """Occupancy constants of one AMD CDNA target (LLVM ``AMDGPUBaseInfo.cpp`` accessors)."""
+
+    lds_per_cu: int  # bytes (getAddressableLocalMemorySize)
+    lds_granule: int  # bytes (getLdsDwGranularity × 4)
+    total_vgprs: int = 512  # per SIMD lane, arch + accum in one file (getTotalNumVGPRs, gfx90a+)
+    vgpr_granule: int = 8  # getVGPRAllocGranule (gfx90a+)
+    arch_vgpr_granule: int = 4  # arch VGPRs are aligned to this before the AGPRs start
+    total_sgprs: int = 800  # per SIMD (getTotalNumSGPRs)
+    sgpr_granule: int = 16  # getSGPRAllocGranule
+    max_barriers: int = 16  # workgroups per CU with a barrier (more than one wave; getMaxWorkGroupsPerCU)
+
+
+#: CDNA targets whose occupancy is modelled, by gfx name (gfx90a = MI200, gfx94x = MI300A/X/MI325X,
+#: gfx950 = MI350/MI355X: 160 KiB LDS).
+AMD_TARGETS = {
+    "gfx90a": AmdTarget(65536, 512), "gfx940": AmdTarget(65536, 512), "gfx941": AmdTarget(65536, 512),
+    "gfx942": AmdTarget(65536, 512), "gfx950": AmdTarget(163840, 1280),
+}
 SMEM_ALLOC_UNIT = 128  # bytes
 SMEM_RESERVED_SM80 = 1024  # bytes per block reserved by the system on sm_80 and later
 
@@ -287,6 +329,41 @@ def resident_blocks(
             limits["shared_memory"] = smem_per_cu // per_block
     factor = min(limits, key=lambda k: limits[k])
     return limits[factor], factor
+
+
+def _align(value: int, granule: int) -> int:
+    return -(-value // granule) * granule
+
+
+def resident_workgroups_amd(
+    target: AmdTarget, threads: int, vgprs: int | None, agprs: int | None, sgprs: int | None,
+    lds: int | None, *, wave_size: int = 64, simd_per_cu: int = 4, max_waves_per_cu: int = 32,
+    lds_per_cu: int | None = None,
+) -> tuple[int, str] | None:
+    """(resident workgroups per CU, limiting factor) of an AMD CDNA dispatch (module docstring (d));
+    None when the workgroup cannot be resident (more waves or registers than a CU holds)."""
+    if threads <= 0 or wave_size <= 0 or simd_per_cu <= 0:
+        return None
+    waves = -(-threads // wave_size)
+    per_simd = max_waves_per_cu // simd_per_cu
+    if waves > max_waves_per_cu or per_simd <= 0:
+        return None
+    limits = {"wave_slots": max_waves_per_cu // waves}
+    if waves > 1:
+        limits["barriers"] = min(limits["wave_slots"], target.max_barriers)
+    if vgprs or agprs:
+        arch, acc = vgprs or 0, agprs or 0
+        total = _align(arch, target.arch_vgpr_granule) + acc if acc else arch
+        occ = per_simd if total < target.vgpr_granule else min(
+            per_simd, max(1, target.total_vgprs // _align(total, target.vgpr_granule)))
+        limits["vgprs"] = occ * simd_per_cu // waves
+    if sgprs:
+        occ = min(per_simd, max(1, target.total_sgprs // _align(sgprs, target.sgpr_granule)))
+        limits["sgprs"] = occ * simd_per_cu // waves
+    if lds:
+        limits["lds"] = max(1, (lds_per_cu or target.lds_per_cu) // _align(lds, target.lds_granule))
+    factor = min(limits, key=lambda k: limits[k])
+    return (limits[factor], factor) if limits[factor] > 0 else None
 
 
 def wave_stats(blocks: int, capacity: int) -> tuple[int, float, float]:
@@ -560,67 +637,154 @@ class PaddingWaste(Analyzer, name="padding_waste"):
     ]:
         none = [Metric("last_wave_efficiency", None, "fraction", "higher"),
                 Metric("wave_quantization_fraction", None, "fraction", "lower")]
-        rows = con.execute(
-            """SELECT k.name, d.arch, d.compute_units, d.warp_size, d.max_threads_per_cu, d.regs_per_cu,
-                      d.shared_mem_per_cu_bytes, k.grid_x * k.grid_y * k.grid_z AS blocks,
-                      k.block_x * k.block_y * k.block_z AS threads, k.registers_per_thread,
-                      k.shared_mem_bytes, count(*), sum(k.dur_ns)
-               FROM kernels k JOIN devices d USING (run_id, rank, device)
-               WHERE k.run_id = ? AND k.category = 'kernel' AND d.vendor = 'nvidia'
-                 AND k.grid_x IS NOT NULL AND k.block_x IS NOT NULL AND d.compute_units > 0
-               GROUP BY ALL""",
-            [run_id],
-        ).fetchall()
+        groups = _nvidia_wave_groups(con, run_id) + _amd_wave_groups(con, run_id)
         all_ns = con.execute(
             "SELECT sum(dur_ns) FROM kernels WHERE run_id = ? AND category = 'kernel'", [run_id]
         ).fetchall()[0][0]
-        if not rows:
-            return [], none, {"waves": "skipped: no NVIDIA kernel with grid/block and an SM count "
-                              "(AMD dispatches are not modelled yet)"}
+        if not groups:
+            return [], none, {"waves": "skipped: no kernel with a grid, a block/workgroup size and an SM/CU "
+                              "count (the trace's devices row or the hardware catalog)"}
         multi_ns = multi_eff = wasted = under_ns = 0.0
         unknown = under = 0
+        unmodelled: dict[str, int] = {}
         kernels: list[dict[str, Any]] = []
-        for (name, arch, sms, ws, mtc, rpc, spc, blocks, threads, regs, smem, n, t) in rows:
-            res = resident_blocks(arch, int(threads), regs, smem, int(ws or 32), int(mtc or 2048), rpc, spc)
+        for g in groups:
+            res, blocks, cus, n, t = g["resident"], g["blocks"], g["cus"], g["launches"], g["time_ns"]
             if res is None or res[0] <= 0 or not blocks:
-                unknown += int(n)
+                unknown += n
+                if g.get("why"):
+                    unmodelled[g["why"]] = unmodelled.get(g["why"], 0) + n
                 continue
-            cap = int(sms) * res[0]
-            waves, last, eff = wave_stats(int(blocks), cap)
+            cap = cus * res[0]
+            waves, last, eff = wave_stats(blocks, cap)
             if waves <= 1:
-                if blocks < sms:
-                    under += int(n)
-                    under_ns += float(t)
+                if blocks < cus:
+                    under += n
+                    under_ns += t
                 continue
-            multi_ns += float(t)
-            multi_eff += float(t) * last
-            wasted += float(t) * (1 - eff)
-            kernels.append({"kernel": name, "blocks": int(blocks), "threads_per_block": int(threads),
-                            "resident_blocks_per_sm": res[0], "limited_by": res[1], "sms": int(sms),
-                            "waves": waves, "last_wave_efficiency": last, "wave_efficiency": eff,
-                            "launches": int(n), "time_ns": int(t), "wasted_ns": int(float(t) * (1 - eff))})
+            multi_ns += t
+            multi_eff += t * last
+            wasted += t * (1 - eff)
+            unit = "cu" if g["vendor"] == "amd" else "sm"
+            kernels.append({"kernel": g["kernel"], "vendor": g["vendor"], "blocks": blocks,
+                            "threads_per_block": g["threads"], f"resident_blocks_per_{unit}": res[0],
+                            "limited_by": res[1], f"{unit}s": cus, "waves": waves, "last_wave_efficiency": last,
+                            "wave_efficiency": eff, "launches": n, "time_ns": t, "wasted_ns": int(t * (1 - eff)),
+                            **g.get("extra", {})})
+        if unknown == sum(g["launches"] for g in groups):
+            reasons = "; ".join(f"{n} launches: {why}" for why, n in unmodelled.items()) or "no block limit known"
+            return [], none, {"waves": f"skipped: no launch could be modelled ({reasons})"}
         lw = multi_eff / multi_ns if multi_ns else None
         frac = wasted / all_ns if all_ns else 0.0
         metrics = [Metric("last_wave_efficiency", lw, "fraction", "higher"),
                    Metric("wave_quantization_fraction", frac, "fraction", "lower")]
         status = {"waves": {"multi_wave_kernel_time_ns": int(multi_ns), "last_wave_efficiency": lw,
                             "quantization_fraction": frac, "underfilled_launches": under,
-                            "underfilled_time_ns": int(under_ns), "launches_without_block_limit": unknown}}
+                            "underfilled_time_ns": int(under_ns), "launches_without_block_limit": unknown,
+                            "launches_not_modelled": unmodelled}}
         sev = _severity(frac, WAVE_WARNING_FRACTION, WAVE_INFO_FRACTION)
         if sev is None:
             return [], metrics, status
         worst = sorted(kernels, key=lambda x: -x["wasted_ns"])[:TOP]
         w = worst[0]
+        amd = w["vendor"] == "amd"
+        cus, res_key = (w["cus"], "resident_blocks_per_cu") if amd else (w["sms"], "resident_blocks_per_sm")
         return [Finding(
             severity=sev,
             title=f"GPU wave tails waste {frac:.1%} of kernel time (last-wave efficiency {lw:.0%})",
             detail=(
-                f"{w['kernel'][:80]} launches {w['blocks']} blocks on {w['sms']} SMs × "
-                f"{w['resident_blocks_per_sm']} resident = {w['waves']} waves, the last "
-                f"{w['last_wave_efficiency']:.0%} full. Pick tile sizes (or split-K / stream-K) so "
-                "that blocks fill whole waves."
+                f"{w['kernel'][:80]} launches {w['blocks']} {'workgroups' if amd else 'blocks'} on {cus} "
+                f"{'CUs' if amd else 'SMs'} × {w[res_key]} resident (limited by {w['limited_by']}) = "
+                f"{w['waves']} waves, the last {w['last_wave_efficiency']:.0%} full. Pick tile sizes (or "
+                "split-K / stream-K) so that blocks fill whole waves"
+                + (", or free the limiting resource (VGPRs/AGPRs, LDS) so more workgroups fit per CU."
+                   if amd else ".")
             ),
             evidence={"kernel_time_ns": int(all_ns or 0), "wasted_ns": int(wasted), "kernels": worst},
             saving_ns=int(wasted),
             saving_fraction=wasted / window if window else None,
         )], metrics, status
+
+
+def _nvidia_wave_groups(con: duckdb.DuckDBPyConnection, run_id: str) -> list[dict[str, Any]]:
+    """One dict per distinct NVIDIA launch shape: resident blocks per SM by the CUDA calculator."""
+    out = []
+    for (name, arch, sms, ws, mtc, rpc, spc, blocks, threads, regs, smem, n, t) in con.execute(
+        """SELECT k.name, d.arch, d.compute_units, d.warp_size, d.max_threads_per_cu, d.regs_per_cu,
+                  d.shared_mem_per_cu_bytes, k.grid_x * k.grid_y * k.grid_z AS blocks,
+                  k.block_x * k.block_y * k.block_z AS threads, k.registers_per_thread,
+                  k.shared_mem_bytes, count(*), sum(k.dur_ns)
+           FROM kernels k JOIN devices d USING (run_id, rank, device)
+           WHERE k.run_id = ? AND k.category = 'kernel' AND d.vendor = 'nvidia'
+             AND k.grid_x IS NOT NULL AND k.block_x IS NOT NULL AND d.compute_units > 0
+           GROUP BY ALL""",
+        [run_id],
+    ).fetchall():
+        res = resident_blocks(arch, int(threads), regs, smem, int(ws or 32), int(mtc or 2048), rpc, spc)
+        out.append({"kernel": name, "vendor": "nvidia", "blocks": int(blocks or 0), "threads": int(threads),
+                    "cus": int(sms), "resident": res, "launches": int(n), "time_ns": float(t)})
+    return out
+
+
+def _amd_device_shapes(con: duckdb.DuckDBPyConnection, run_id: str) -> dict[tuple[int, int], dict[str, Any]]:
+    """Per (rank, device): CUs, wave size, SIMDs and wave slots per CU, LDS per CU and the gfx
+    target, from the devices row, else from the hardware catalog (partition-scaled)."""
+    cur = con.execute("SELECT * FROM devices WHERE run_id = ? AND vendor = 'amd'", [run_id])
+    cols = [d[0] for d in cur.description]
+    out: dict[tuple[int, int], dict[str, Any]] = {}
+    for row in cur.fetchall():
+        rec = dict(zip(cols, row))
+        spec = None
+        if rec.get("compute_units") is None or rec.get("arch") is None or rec.get("max_waves_per_cu") is None:
+            spec = identify(rec)
+        arch = rec.get("arch") or (spec.match.arch[0] if spec is not None and len(spec.match.arch) == 1 else None)
+        out[(int(rec["rank"]), int(rec["device"]))] = {
+            "arch": arch,
+            "cus": rec.get("compute_units") or (spec.compute_units if spec is not None else None),
+            "wave_size": rec.get("warp_size") or (spec.warp_size if spec is not None else None) or 64,
+            "simd_per_cu": rec.get("simd_per_cu") or 4,
+            "max_waves_per_cu": rec.get("max_waves_per_cu") or (spec.max_warps_per_cu if spec is not None else None),
+            "lds_per_cu": rec.get("shared_mem_per_cu_bytes"),
+            "source": "trace" if spec is None else f"hardware catalog ({spec.name})",
+        }
+    return out
+
+
+def _amd_wave_groups(con: duckdb.DuckDBPyConnection, run_id: str) -> list[dict[str, Any]]:
+    """One dict per distinct AMD dispatch shape: resident workgroups per CU (module docstring (d))."""
+    shapes = _amd_device_shapes(con, run_id)
+    if not shapes:
+        return []
+    out = []
+    for (rank, device, name, blocks, threads, vgpr, agpr, sgpr, lds, n, t) in con.execute(
+        """SELECT rank, device, name, grid_x * grid_y * grid_z, block_x * block_y * block_z,
+                  vgpr_count, accum_vgpr_count, sgpr_count, shared_mem_bytes, count(*), sum(dur_ns)
+           FROM kernels WHERE run_id = ? AND category = 'kernel' AND grid_x IS NOT NULL
+             AND block_x IS NOT NULL AND device IS NOT NULL
+           GROUP BY ALL""",
+        [run_id],
+    ).fetchall():
+        shape = shapes.get((int(rank), int(device)))
+        if shape is None:
+            continue
+        target = AMD_TARGETS.get(str(shape["arch"]).lower())
+        why = None
+        res = None
+        if not shape["cus"]:
+            why = "no CU count (the trace states none and the device is not identified in the catalog)"
+        elif target is None or not shape["max_waves_per_cu"]:
+            why = f"occupancy of {shape['arch'] or 'an unknown gfx target'} is not modelled (CDNA gfx90a/gfx94x/gfx950 only)"
+        else:
+            res = resident_workgroups_amd(
+                target, int(threads), vgpr, agpr, sgpr, lds, wave_size=int(shape["wave_size"]),
+                simd_per_cu=int(shape["simd_per_cu"]), max_waves_per_cu=int(shape["max_waves_per_cu"]),
+                lds_per_cu=shape["lds_per_cu"] or target.lds_per_cu)
+        missing = [k for k, v in (("vgprs", vgpr if vgpr or agpr else None), ("sgprs", sgpr)) if v is None]
+        extra: dict[str, Any] = {"arch": shape["arch"], "vgprs": vgpr, "agprs": agpr, "sgprs": sgpr,
+                                 "lds_bytes": lds, "device_source": shape["source"]}
+        if missing:
+            extra["limits_unknown"] = missing  # an upper bound on residency
+        out.append({"kernel": name, "vendor": "amd", "blocks": int(blocks or 0), "threads": int(threads),
+                    "cus": int(shape["cus"] or 0), "resident": res, "why": why, "launches": int(n),
+                    "time_ns": float(t), "extra": extra})
+    return out
