@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import math
 import re
 from collections import defaultdict
 from pathlib import Path
@@ -180,30 +181,55 @@ def test_vllm_decode_graph_costs_the_one_gemm_with_shapes(store: Path) -> None:
 # ---------------------------------------------------------------------------------------------- CPU
 
 
+_CPU_POINTWISE = {"aten::mul": 1, "aten::add": 1, "aten::sub": 1, "aten::div": 1, "aten::div_": 1,
+                  "aten::pow": 1, "aten::rsqrt": 1, "aten::silu": 1, "aten::softmax": 5, "aten::_softmax": 5}
+
+
+def _by_hand(e: dict[str, Any]) -> tuple[float, float]:
+    """(FLOPs, bytes) of one float32 op of the CPU sample, written out for the ops it runs."""
+    name, dims = e["name"], e["args"]["Input Dims"]
+    tensors = [d for d, t in zip(dims, e["args"]["Input type"]) if d and t == "float"]
+    if name in ("aten::mm", "aten::addmm", "aten::bmm"):
+        a, b = (dims[1], dims[2]) if name == "aten::addmm" else (dims[0], dims[1])
+        batch = a[0] if len(a) == 3 else 1
+        m, k, n = a[-2], a[-1], b[-1]
+        bias = dims[0][0] if name == "aten::addmm" else 0
+        return 2.0 * batch * m * n * k, 4.0 * (batch * (m * k + k * n + m * n) + bias)
+    elements = [math.prod(t) for t in tensors]
+    # the sample's broadcasts stretch size-1 dimensions only: the output is the largest operand,
+    # except in-place div_, whose output is its first operand
+    out = elements[0] if name.endswith("_") else max(elements)
+    return float(_CPU_POINTWISE[name] * out), 4.0 * (sum(elements) + out)
+
+
 def test_cpu_sample_decode_costs_from_shapes_and_no_device(store: Path) -> None:
     events = _events(CPU)
     windows = [(float(e["ts"]), float(e["ts"]) + float(e["dur"])) for e in events
                if e.get("cat") == "user_annotation" and e["name"].startswith("decode_step_")]
-    flops = nbytes = 0.0
-    for e in events:
-        if e.get("cat") != "cpu_op" or e["name"] not in ("aten::mm", "aten::addmm", "aten::bmm"):
-            continue
+    costed = [e for e in events if e.get("cat") == "cpu_op"
+              and e["name"] in ("aten::mm", "aten::addmm", "aten::bmm", *_CPU_POINTWISE)]
+    # an op enclosing another costed op (aten::softmax around aten::_softmax) is not counted twice
+    leaves = [e for e in costed if not any(
+        o is not e and o["tid"] == e["tid"] and float(o["ts"]) >= float(e["ts"])
+        and float(o["ts"]) + float(o["dur"]) <= float(e["ts"]) + float(e["dur"]) for o in costed)]
+    assert {e["name"] for e in costed} - {e["name"] for e in leaves} == {"aten::softmax"}
+    flops = nbytes = gemm_flops = gemm_bytes = 0.0
+    for e in leaves:
         if not any(lo <= float(e["ts"]) <= hi for lo, hi in windows):
             continue
-        dims = e["args"]["Input Dims"][1:] if e["name"] == "aten::addmm" else e["args"]["Input Dims"]
-        a, b = dims[0], dims[1]
-        batch = a[0] if len(a) == 3 else 1
-        mm_, kk, nn = a[-2], a[-1], b[-1]
-        flops += 2 * batch * mm_ * nn * kk
-        nbytes += 4 * batch * (mm_ * kk + kk * nn + mm_ * nn)  # float32
-        if e["name"] == "aten::addmm":
-            nbytes += 4 * e["args"]["Input Dims"][0][0]
+        f, b = _by_hand(e)
+        flops, nbytes = flops + f, nbytes + b
+        if e["name"] in ("aten::mm", "aten::addmm", "aten::bmm"):
+            gemm_flops, gemm_bytes = gemm_flops + f, gemm_bytes + b
     findings, metrics = _analyze(CPU, store)
     [f] = findings
     ev = f["evidence"]
     assert ev["decode_steps"] == len(windows) == 16
     assert ev["decode_flops"] == flops and ev["decode_bytes"] == nbytes
+    assert nbytes > gemm_bytes and flops > gemm_flops  # elementwise, norm and softmax traffic counted
     assert metrics["decode_arithmetic_intensity"] == pytest.approx(flops / nbytes)
+    kinds = {o["kind"] for o in ev["decode_ops"]}
+    assert "aten::mm" in kinds or "aten::addmm" in kinds
     assert metrics["decode_mbu"] is None and ev["device"] is None
     assert "not identified" in f["detail"] and f["severity"] == "info"
 
@@ -219,3 +245,86 @@ def test_helpers() -> None:
     assert gemm_cost("aten::bmm", [[8, 1, 49], [8, 49, 32]], ["float", "float"]) == (
         2.0 * 8 * 49 * 32, 4.0 * 8 * (49 + 49 * 32 + 32), 1)
     assert gemm_cost("aten::mm", [[2, 3], [4, 5]], ["float", "float"]) is None  # K mismatch
+
+
+H100_QWEN = KINETO / "tracelens-h100-qwen05b-inference" / "Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz"
+
+
+@needs_shared
+def test_h100_attention_and_elementwise_costs_from_recorded_shapes(store: Path) -> None:
+    """Flash attention (causal, Sq = Sk = 559) and SiLU of a real HF transformers run: FLOPs, bytes
+    and kernel time of each op recomputed from the JSON."""
+    events = _events(H100_QWEN)
+    corr = defaultdict(set)
+    for e in events:
+        if e.get("cat") == "cuda_runtime" and "External id" in e.get("args", {}):
+            corr[e["args"]["External id"]].add(e["args"]["correlation"])
+    kernel_ns = defaultdict(float)
+    for e in events:
+        if e.get("cat") == "kernel":
+            kernel_ns[e["args"]["correlation"]] += float(e["dur"]) * 1000
+
+    def expected(name: str) -> tuple[float, float, float, int]:
+        flops = nbytes = t = 0.0
+        n = 0
+        for e in events:
+            if e.get("cat") != "cpu_op" or e["name"] != name:
+                continue
+            a = e["args"]
+            dims = a["Input Dims"]
+            if name == "aten::_flash_attention_forward":  # q, k, v [B, S, H, D]
+                (b, sq, h, d), sk = dims[0], dims[1][1]
+                assert a["Concrete Inputs"][8] == "True" and sq == sk  # is_causal
+                flops += 4 * b * h * sq * sk * d / 2
+                nbytes += 2 * (math.prod(dims[0]) + math.prod(dims[1]) + math.prod(dims[2]) + b * sq * h * d)
+            else:  # aten::silu, bf16: one FLOP per element, read once, written once
+                flops += math.prod(dims[0])
+                nbytes += 2 * 2 * math.prod(dims[0])
+            t += sum(kernel_ns[c] for c in corr[a["External id"]])
+            n += 1
+        return flops, nbytes, t, n
+
+    findings, _ = _analyze(H100_QWEN, store)
+    [f] = findings
+    ops = f["evidence"]["ops"]
+    for name in ("aten::_flash_attention_forward", "aten::silu"):
+        flops, nbytes, t, n = expected(name)
+        rows = [o for o in ops if o["kind"] == name]
+        assert n == sum(o["count"] for o in rows) == 24
+        assert sum(o["flops"] for o in rows) == pytest.approx(flops, rel=1e-12)
+        assert sum(o["bytes"] for o in rows) == pytest.approx(nbytes, rel=1e-12)
+        assert sum(o["time_ns"] for o in rows) == pytest.approx(t, abs=n)
+    [att] = [o for o in ops if o["kind"] == "aten::_flash_attention_forward"]
+    # AI = 2·559/8 = 139.75 FLOP/B < the H100 ridge (989.4 TFLOP/s ÷ 3350 GB/s = 295.3)
+    assert att["arithmetic_intensity"] == pytest.approx(2 * 559 / 8) and att["roofline_class"] == "memory-bound"
+
+
+def test_attention_and_elementwise_cost_formulas() -> None:
+    from tracekit.analysis.memory_bound_decode import attention_cost, elementwise_cost, op_cost
+
+    bf16 = "c10::BFloat16"
+    # SDPA [B, H, S, D] with GQA (8 kv heads for 32 q heads), decode: Sq = 1, Sk = 4096, not causal
+    q, kv = [4, 32, 1, 128], [4, 8, 4096, 128]
+    assert attention_cost("aten::scaled_dot_product_attention", [q, kv, kv, [], [], [], [], []],
+                          [bf16] * 3 + [""] * 5, ["", "", "", "", "0.", "False", "", "False"]) == (
+        4.0 * 4 * 32 * 1 * 4096 * 128, 2.0 * (4 * 32 * 128 + 2 * 4 * 8 * 4096 * 128 + 4 * 32 * 128), False)
+    # causal with Sq = Sk halves the FLOPs; an unknown flag (no Concrete Inputs) does not
+    qs = [1, 16, 256, 64]
+    full = 4.0 * 16 * 256 * 256 * 64
+    assert attention_cost("aten::_scaled_dot_product_flash_attention", [qs, qs, qs], [bf16] * 3,
+                          ["", "", "", "0.", "True", "False", ""])[0] == full / 2
+    assert attention_cost("aten::_scaled_dot_product_flash_attention", [qs, qs, qs], [bf16] * 3)[0] == full
+    # fp32 layer norm without weights: 4 FLOPs per element; reads x, writes y
+    assert elementwise_cost("aten::layer_norm", [[2, 8, 64], [], [], [], []], ["float", "ScalarList", "", "", "Scalar"]) == (
+        4.0 * 1024, 4.0 * 2 * 1024)
+    # vLLM fused_add_rms_norm rewrites input and residual in place
+    assert elementwise_cost("_C::fused_add_rms_norm", [[32, 4096], [32, 4096], [4096], []], [bf16] * 3 + ["Scalar"]) == (
+        5.0 * 32 * 4096, 2.0 * (32 * 4096 * 4 + 4096))
+    # silu_and_mul(out [T, d], x [T, 2d]): 2 FLOPs per output element, every buffer moves once
+    assert op_cost("sgl_kernel::silu_and_mul", [[15, 128], [15, 256]], [bf16, bf16]) == (
+        2.0 * 15 * 128, 2.0 * 15 * 384, None)
+    # broadcast output; integer index arithmetic and shapes that do not broadcast get no cost
+    assert elementwise_cost("aten::mul", [[2, 48, 128], [2, 48, 1]], ["float", "float"]) == (
+        2 * 48 * 128, 4.0 * (2 * 48 * 128 + 2 * 48 + 2 * 48 * 128))
+    assert elementwise_cost("aten::sub", [[32], [], []], ["int", "long int", "Scalar"]) is None
+    assert elementwise_cost("aten::add", [[3, 4], [5]], ["float", "float"]) is None

@@ -347,7 +347,7 @@ CREATE OR REPLACE VIEW kernel_ops AS
 SELECT k.run_id, k.rank, k.correlation_id, k.name AS kernel_name, k.category, k.device, k.stream,
        k.start_ns, k.dur_ns, r.name AS api_name, r.external_id, o.name AS op_name,
        o.input_dims, o.input_types, o.flops AS op_flops, o.start_ns AS op_start_ns,
-       o.dur_ns AS op_dur_ns
+       o.dur_ns AS op_dur_ns, o.concrete_inputs
 FROM device_activity k
 JOIN host_events r
   ON r.run_id = k.run_id AND r.rank = k.rank AND r.correlation_id = k.correlation_id

@@ -28,8 +28,17 @@ Cost model (per op):
   ``aten::linear``/``matmul`` are not counted, their leaf GEMM is): FLOPs = 2·M·N·K (·batch);
   bytes = (M·K + K·N + M·N (+ bias)) elements × dtype width, each operand read or written once;
   time = Σ ``dur_ns`` of the kernels the op launched (a CPU-only run: the op's own ``dur_ns``).
-  Attention and elementwise ops get no cost (not modelled yet): they count in the phase's time
-  but not in its FLOPs or bytes.
+* PyTorch attention (:data:`ATTENTION_OPS`: SDPA and its flash/efficient/cuDNN/math/CPU variants,
+  ``_flash_attention_forward``, ``_efficient_attention_forward``): FLOPs = 4·B·H·Sq·Sk·D (QKᵀ and
+  PV; halved when ``is_causal`` is recorded true and Sq = Sk); bytes = Q + K + V + O elements ×
+  dtype width (:func:`attention_cost`).
+* PyTorch elementwise and normalization ops (:data:`ELEMENTWISE_OPS`: add/sub/mul/div, activations,
+  softmax, layer/RMS norm, vLLM/SGLang/aiter fused norms and silu-and-mul): FLOPs = output elements ×
+  a per-element cost; bytes = tensor inputs + output × dtype width (:func:`elementwise_cost`).
+  A CPU-only run leaves out an op that encloses another costed op (its own span includes it).
+  vLLM/SGLang attention ops (``vllm::unified_attention*``) record only the new tokens' q/k/v, not
+  the context length, so they get no cost; other ops count in the phase's time but not in its
+  FLOPs or bytes.
 
 Math: AI = FLOPs ÷ bytes (FLOP/B); ridge = peak bf16 FLOP/s ÷ peak HBM B/s; an op is
 ``memory-bound`` when AI < ridge. Achieved FLOP/s = ΣFLOPs ÷ Σtime and bytes/s = Σbytes ÷ Σtime
@@ -74,6 +83,8 @@ DTYPE_BYTES = {
     "c10::Float8_e5m2": 1, "c10::Float8_e4m3fnuz": 1, "c10::Float8_e5m2fnuz": 1,
     "long int": 8, "int": 4, "short int": 2, "signed char": 1, "unsigned char": 1, "bool": 1,
 }
+FLOAT_DTYPES = frozenset(k for k in DTYPE_BYTES if k in ("double", "float") or "Half" in k
+                         or "BFloat16" in k or "Float8" in k)
 #: weight widths read from GEMM kernel names (bytes per element), narrowest first
 _NAME_WIDTHS = ((r"mxfp4|fp4", 0.5), (r"fp8|f8|e4m3|e5m2", 1.0), (r"bf16|_BBS_|_HHS_|f16|half", 2.0),
                 (r"f32|_SS_|_SSS_", 4.0))
@@ -136,6 +147,151 @@ def gemm_cost(op: str, dims: list[Any], types: list[Any]) -> tuple[float, float,
         wc = DTYPE_BYTES.get(str(types[0]), wa)
         nbytes += math.prod(d for d in dims[0] if isinstance(d, int)) * wc
     return 2.0 * batch * m * n * k, float(nbytes), m
+
+
+#: Attention ops with recorded shapes: (layout of q/k/v, position of ``is_causal`` in the op's
+#: arguments, i.e. in ``Concrete Inputs``; None when the op has no such flag). ``bhsd`` =
+#: [batch, heads, seq, head_dim] (the SDPA family), ``bshd`` = [batch, seq, heads, head_dim] (the
+#: flash/efficient kernels' own ops). Signatures: ``aten/src/ATen/native/native_functions.yaml``.
+ATTENTION_OPS: dict[str, tuple[str, int | None]] = {
+    "aten::scaled_dot_product_attention": ("bhsd", 5),
+    "aten::_scaled_dot_product_attention_math": ("bhsd", 5),
+    "aten::_scaled_dot_product_flash_attention": ("bhsd", 4),
+    "aten::_scaled_dot_product_flash_attention_for_cpu": ("bhsd", 4),
+    "aten::_scaled_dot_product_efficient_attention": ("bhsd", 6),
+    "aten::_scaled_dot_product_cudnn_attention": ("bhsd", 6),
+    "aten::_flash_attention_forward": ("bshd", 8),
+    "aten::_efficient_attention_forward": ("bshd", 9),  # custom_mask_type: 0 none, 1/2 causal
+}
+
+#: Elementwise and normalization ops: (FLOPs per output element, operand layout).
+#: ``map``: output = the broadcast of the tensor inputs, each input read once, the output written
+#: once; ``inplace``: the first input is also the output (read and written); ``out_first``: custom
+#: ops whose first tensor argument is the output buffer (every tensor argument moves once);
+#: ``add_inplace``: vLLM ``fused_add_rms_norm(input, residual, weight)`` rewrites input and residual.
+#: Per-element FLOPs: 1 for arithmetic and activations and 5/4 for layer norm with/without affine
+#: weights (DeepSpeed flops profiler), 4 for RMS norm (square, sum, scale, weight) and 5 for
+#: softmax (max, subtract, exp, sum, divide); +1 for a fused residual add, 2 for silu-and-mul.
+ELEMENTWISE_OPS: dict[str, tuple[float, str]] = {
+    **{f"aten::{n}": (1.0, "map") for n in (
+        "add", "sub", "mul", "div", "neg", "exp", "rsqrt", "sqrt", "pow", "silu", "gelu", "relu",
+        "sigmoid", "tanh")},
+    **{f"aten::{n}_": (1.0, "inplace") for n in (
+        "add", "sub", "mul", "div", "neg", "exp", "rsqrt", "sqrt", "pow", "silu", "gelu", "relu",
+        "sigmoid", "tanh")},
+    **{f"aten::{n}": (5.0, "map") for n in ("softmax", "_softmax", "log_softmax", "_log_softmax")},
+    "aten::layer_norm": (5.0, "map"), "aten::native_layer_norm": (5.0, "map"),
+    "aten::rms_norm": (4.0, "map"), "aten::_fused_rms_norm": (4.0, "map"),
+    "_C::rms_norm": (4.0, "out_first"), "aiter::rmsnorm": (4.0, "out_first"),
+    "_C::fused_add_rms_norm": (5.0, "add_inplace"), "aiter::add_rmsnorm": (5.0, "out_first"),
+    "_C::silu_and_mul": (2.0, "out_first"), "sgl_kernel::silu_and_mul": (2.0, "out_first"),
+}
+_LAYER_NORMS = ("aten::layer_norm", "aten::native_layer_norm")
+
+
+def _tensors(dims: list[Any], types: list[Any]) -> list[tuple[list[int], int, str]]:
+    """(shape, bytes per element, dtype) of each non-scalar tensor argument with a known dtype."""
+    out = []
+    for i, d in enumerate(dims):
+        dtype = str(types[i]) if i < len(types) else ""
+        width = DTYPE_BYTES.get(dtype)
+        if isinstance(d, list) and d and width is not None and all(isinstance(x, int) for x in d):
+            out.append((d, width, dtype))
+    return out
+
+
+def _broadcast(shapes: list[list[int]]) -> list[int] | None:
+    """NumPy/PyTorch broadcast of several shapes, or None when they do not broadcast."""
+    n = max(len(s) for s in shapes)
+    out = []
+    for i in range(n):
+        sizes = {s[len(s) - n + i] for s in shapes if len(s) - n + i >= 0} - {1}
+        if len(sizes) > 1:
+            return None
+        out.append(sizes.pop() if sizes else 1)
+    return out
+
+
+def elementwise_cost(op: str, dims: list[Any], types: list[Any]) -> tuple[float, float] | None:
+    """(FLOPs, bytes) of an elementwise or normalization op from its PyTorch shapes and dtypes
+    (:data:`ELEMENTWISE_OPS`), or None (also when the first tensor is not floating point).
+    Scalars and 0-dim tensors are not counted."""
+    rule = ELEMENTWISE_OPS.get(op)
+    tensors = _tensors(dims, types)
+    if rule is None or not tensors or tensors[0][2] not in FLOAT_DTYPES:
+        return None  # integer index arithmetic (positions, lengths) is no floating-point work
+    per_element, layout = rule
+    if op in _LAYER_NORMS and not (len(dims) > 2 and isinstance(dims[2], list) and dims[2]):
+        per_element = 4.0  # no affine weight
+    moved = sum(math.prod(s) * w for s, w, _ in tensors)
+    if layout == "map":
+        shape = _broadcast([s for s, _, _ in tensors])
+        if shape is None:
+            return None
+        width = max(tensors, key=lambda t: math.prod(t[0]))[1]
+        out = math.prod(shape)
+        return per_element * out, float(moved + out * width)
+    first, width, _ = tensors[0]
+    out = math.prod(first)
+    if layout == "inplace":
+        return per_element * out, float(moved + out * width)
+    if layout == "add_inplace" and len(tensors) >= 2:
+        return per_element * out, float(moved + out * width + math.prod(tensors[1][0]) * tensors[1][1])
+    return per_element * out, float(moved)  # out_first: every argument moves once
+
+
+def attention_cost(
+    op: str, dims: list[Any], types: list[Any], concrete: list[Any] | None = None
+) -> tuple[float, float, bool | None] | None:
+    """(FLOPs, bytes, causal) of one attention op from its q/k/v shapes, or None.
+
+    FLOPs = 2·B·H·Sq·Sk·D (QKᵀ) + 2·B·H·Sq·Sk·Dv (PV) = 4·B·H·Sq·Sk·D when Dv = D, halved when
+    the op is causal and Sq = Sk (with Sq ≠ Sk the masked share depends on the mask's alignment:
+    not halved). Bytes = (Q + K + V + O) elements × their dtype widths, O = B·H·Sq·Dv in Q's dtype,
+    each read or written once (K/V with their own head count under GQA). The softmax's FLOPs
+    (O(Sq·Sk)) are not counted."""
+    spec = ATTENTION_OPS.get(op)
+    if spec is None or len(dims) < 3:
+        return None
+    layout, causal_at = spec
+    q, k, v = dims[0], dims[1], dims[2]
+    if not all(isinstance(t, list) and len(t) == 4 and all(isinstance(x, int) for x in t) for t in (q, k, v)):
+        return None
+    widths = [DTYPE_BYTES.get(str(types[i])) if i < len(types) else None for i in range(3)]
+    if any(w is None for w in widths):
+        return None
+    if layout == "bhsd":
+        b, h, sq, d = q
+        sk, dv = k[2], v[3]
+    else:
+        b, sq, h, d = q
+        sk, dv = k[1], v[3]
+    causal: bool | None = None
+    if concrete is not None and causal_at is not None and causal_at < len(concrete):
+        text = str(concrete[causal_at]).strip()
+        if text in ("True", "False"):
+            causal = text == "True"
+        elif text.isdigit():
+            causal = int(text) != 0
+    flops = 2.0 * b * h * sq * sk * (d + dv)
+    if causal and sq == sk:
+        flops /= 2
+    wq, wk, wv = (int(w or 0) for w in widths)
+    nbytes = math.prod(q) * wq + math.prod(k) * wk + math.prod(v) * wv + b * h * sq * dv * wq
+    return flops, float(nbytes), causal
+
+
+def op_cost(
+    op: str, dims: list[Any], types: list[Any], concrete: list[Any] | None = None
+) -> tuple[float, float, int | None] | None:
+    """(FLOPs, bytes, GEMM rows M or None) of a GEMM, attention, elementwise or normalization op."""
+    if op in GEMM_OPS:
+        return gemm_cost(op, dims, types)
+    if op in ATTENTION_OPS:
+        att = attention_cost(op, dims, types, concrete)
+        return None if att is None else (att[0], att[1], None)
+    ew = elementwise_cost(op, dims, types)
+    return None if ew is None else (ew[0], ew[1], None)
 
 
 def weight_width_from_names(names: list[str]) -> float | None:
@@ -466,27 +622,37 @@ class MemoryBoundDecode(Analyzer, name="memory_bound_decode"):
     @staticmethod
     def _torch_costs(con: duckdb.DuckDBPyConnection, run_id: str, w_sql: str, w_params: list[Any],
                      has_kernels: bool) -> list[Costed]:
-        names = list(GEMM_OPS)
+        names = [*GEMM_OPS, *ATTENTION_OPS, *ELEMENTWISE_OPS]
         if has_kernels:
             sql = f"""WITH {w_sql},
                   o AS (SELECT rank, external_id, op_start_ns, op_name, input_dims, input_types,
-                               sum(dur_ns) AS d
+                               concrete_inputs, sum(dur_ns) AS d
                         FROM kernel_ops WHERE run_id = ? AND category = 'kernel' AND op_name IN ?
                           AND input_dims IS NOT NULL GROUP BY ALL)
-                  SELECT o.op_name, o.input_dims, o.input_types,
+                  SELECT o.op_name, o.input_dims, o.input_types, o.concrete_inputs,
                          coalesce({_in_window("o.op_start_ns", "w.phase")}, 'all'), count(*), sum(o.d)
                   FROM o ASOF LEFT JOIN w ON w.rank = o.rank AND o.op_start_ns >= w.ws
                   GROUP BY ALL"""
         else:
-            sql = f"""WITH {w_sql}
-                  SELECT o.name, o.input_dims, o.input_types,
+            # CPU-only: an op's own span is its time, so an op that encloses another costed op
+            # (aten::softmax around aten::_softmax, SDPA around its flash kernel op) is left out
+            sql = f"""WITH {w_sql},
+                  c AS (SELECT rank, tid, name, start_ns, end_ns, dur_ns, input_dims, input_types,
+                               concrete_inputs
+                        FROM ops WHERE run_id = ? AND name IN ? AND input_dims IS NOT NULL),
+                  o AS (SELECT * FROM c WHERE NOT EXISTS (
+                          SELECT 1 FROM c i WHERE i.rank = c.rank AND i.tid = c.tid
+                             AND i.start_ns >= c.start_ns AND i.end_ns <= c.end_ns
+                             AND (i.dur_ns < c.dur_ns OR (i.dur_ns = c.dur_ns AND i.name > c.name))))
+                  SELECT o.name, o.input_dims, o.input_types, o.concrete_inputs,
                          coalesce({_in_window("o.start_ns", "w.phase")}, 'all'), count(*), sum(o.dur_ns)
-                  FROM ops o ASOF LEFT JOIN w ON w.rank = o.rank AND o.start_ns >= w.ws
-                  WHERE o.run_id = ? AND o.name IN ? AND o.input_dims IS NOT NULL GROUP BY ALL"""
+                  FROM o ASOF LEFT JOIN w ON w.rank = o.rank AND o.start_ns >= w.ws
+                  GROUP BY ALL"""
         out: list[Costed] = []
-        for op, dims, types, phase, n, d in con.execute(sql, [*w_params, run_id, names]).fetchall():
+        for op, dims, types, concrete, phase, n, d in con.execute(sql, [*w_params, run_id, names]).fetchall():
             try:
-                cost = gemm_cost(str(op), json.loads(dims), json.loads(types or "[]"))
+                cost = op_cost(str(op), json.loads(dims), json.loads(types or "[]"),
+                               json.loads(concrete) if concrete else None)
             except ValueError:
                 cost = None
             if cost is None:
