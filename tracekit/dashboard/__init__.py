@@ -1,1 +1,55 @@
-"""Dash dashboard for weekly performance reviews — arrives with issue 7."""
+"""``tracekit dashboard``: a Dash app for weekly performance reviews over a tracekit store.
+
+Pages (see :mod:`tracekit.dashboard.app` for the URL parameters): Runs, Weekly review, Run,
+Compare. The store is opened read-only for each page render; no SQL is taken from the user.
+
+    from tracekit.dashboard import create_app
+    create_app("tracekit.duckdb").run(host="127.0.0.1", port=8050)
+
+Under a WSGI server use :mod:`tracekit.dashboard.wsgi` (``TRACEKIT_STORE`` names the store).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from tracekit.errors import StoreError
+
+if TYPE_CHECKING:
+    import dash
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8050
+
+
+def is_loopback(host: str) -> bool:
+    """True for ``localhost`` and loopback addresses (127.0.0.0/8, ::1)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def check_store(store: str | Path) -> Path:
+    """The store path, after checking that it opens read-only as a tracekit store."""
+    from tracekit.store import connect
+
+    path = Path(store)
+    if not path.exists():
+        raise StoreError(path, "no such store (ingest a trace first, or pass --store)")
+    connect(path, read_only=True).close()
+    return path
+
+
+def create_app(store: str | Path) -> dash.Dash:
+    """The Dash app over ``store`` (see :func:`tracekit.dashboard.app.create_app`)."""
+    from tracekit.dashboard.app import create_app as _create
+
+    return _create(check_store(store))
+
+
+__all__ = ["DEFAULT_HOST", "DEFAULT_PORT", "check_store", "create_app", "is_loopback"]

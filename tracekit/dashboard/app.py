@@ -1,0 +1,524 @@
+"""The Dash app: four pages routed from the URL, each rendered on the server from one read-only
+connection that is opened for the request and closed after it (so ``tracekit ingest`` can take
+the store's write lock between page loads).
+
+URL scheme (every filter and selection is a query parameter, so a view can be pasted into a doc):
+
+* ``/`` — Runs: ``q`` (search text), ``sort`` (a column of :data:`data.RUN_SORT_COLUMNS`),
+  ``dir`` (``asc``/``desc``), ``sel`` (up to two selected run ids, comma-separated).
+* ``/weekly`` — Weekly review: ``workload``, ``week`` (a Monday, ``YYYY-MM-DD``; default latest).
+* ``/run`` — one run: ``run``.
+* ``/compare`` — two runs: ``a`` (baseline), ``b``.
+* ``/download/perfetto/<run>.json`` — the run's Chrome-trace export (:func:`tracekit.api.export_perfetto`).
+
+Unknown pages, unknown run ids and malformed parameters render a one-line message on the page
+(``id="page-error"``), never a traceback.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import re
+import tempfile
+import urllib.parse
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import dash
+import duckdb
+from dash import Input, Output, State, dash_table, dcc, html
+from flask import Response, abort, send_file
+
+from tracekit.dashboard import data
+from tracekit.errors import TracekitError
+from tracekit.store import connect
+
+DataTable: Any = dash_table.DataTable  # type: ignore[attr-defined]  # generated at import time
+_RUN_ID = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+_GREEN, _RED = "#e3f4e1", "#fbe3e4"
+
+_CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;margin:0;color:#222}
+#nav{background:#1f2a37;padding:.6rem 1.5rem}#nav a{color:#fff;margin-right:1.5rem;text-decoration:none}
+#nav .brand{font-weight:bold}#page{padding:1rem 1.5rem;max-width:1400px}
+h2{font-size:1.3rem}h3{font-size:1.05rem;margin-top:1.6rem;border-bottom:1px solid #ddd}
+.note{color:#555;font-size:.85rem}.tk-error{color:#b00020;font-weight:bold;padding:1rem 0}
+.sev-critical{color:#b00020;font-weight:bold}.sev-warning{color:#a15c00;font-weight:bold}.sev-info{color:#555}
+details{margin:.3rem 0;padding:.3rem .5rem;border:1px solid #e4e4e4;border-radius:4px}
+summary{cursor:pointer}pre{font-size:.75rem;background:#f7f7f7;padding:.5rem;overflow-x:auto}
+.better{background:#e3f4e1}.worse{background:#fbe3e4}
+.cards{display:flex;flex-wrap:wrap;gap:.6rem}.card{border:1px solid #ddd;border-radius:4px;padding:.4rem .8rem}
+.card b{display:block;font-size:1.1rem}th{text-align:left;padding-right:.8rem}
+"""
+
+
+def _index_string() -> str:
+    return (
+        "<!DOCTYPE html><html><head>{%metas%}<title>{%title%}</title>{%favicon%}{%css%}"
+        f"<style>{_CSS}</style></head><body>{{%app_entry%}}<footer>{{%config%}}{{%scripts%}}"
+        "{%renderer%}</footer></body></html>"
+    )
+
+
+class PageError(Exception):
+    """A bad URL parameter or an unknown run: shown as one line on the page."""
+
+
+def _one(params: dict[str, list[str]], key: str, default: str = "") -> str:
+    values = params.get(key)
+    if not values:
+        return default
+    if len(values) > 1:
+        raise PageError(f"parameter {key!r} given {len(values)} times")
+    return values[0].strip()
+
+
+def _run_param(con: duckdb.DuckDBPyConnection, params: dict[str, list[str]], key: str) -> str:
+    rid = _one(params, key)
+    if not rid:
+        raise PageError(f"no run given (add ?{key}=RUN_ID; see the Runs page)")
+    if not _RUN_ID.match(rid) or not data.run_exists(con, rid):
+        raise PageError(f"no run {rid!r} in the store (see the Runs page)")
+    return rid
+
+
+def _table(id_: str, rows: list[dict[str, Any]], columns: list[str] | None = None, **kw: Any) -> Any:
+    cols = columns if columns is not None else (list(rows[0]) if rows else [])
+    return DataTable(
+        id=id_, data=rows, columns=[{"name": c, "id": c} for c in cols],
+        style_cell={"fontFamily": "inherit", "fontSize": ".82rem", "textAlign": "left", "maxWidth": "420px",
+                    "overflow": "hidden", "textOverflow": "ellipsis", "padding": "3px 6px"},
+        style_header={"fontWeight": "bold", "background": "#f4f4f4"}, page_size=kw.pop("page_size", 25), **kw,
+    )
+
+
+def _note(text: str, id_: str | None = None) -> Any:
+    return html.P(text, className="note", id=id_) if id_ else html.P(text, className="note")
+
+
+def _delta_styles(column: str, better: str = "lower") -> list[dict[str, Any]]:
+    """Green where ``column`` moved the good way, red the bad way (``better``: lower/higher)."""
+    good, bad = ("< 0", "> 0") if better == "lower" else ("> 0", "< 0")
+    return [{"if": {"filter_query": f"{{{column}}} {good}", "column_id": column}, "backgroundColor": _GREEN},
+            {"if": {"filter_query": f"{{{column}}} {bad}", "column_id": column}, "backgroundColor": _RED}]
+
+
+def _figure(traces: list[dict[str, Any]], title: str, height: int, **layout: Any) -> dict[str, Any]:
+    """A plotly.js figure as a plain dict (no plotly.py validation: it costs ~10 ms a figure)."""
+    axis = {"gridcolor": "#eee", "zerolinecolor": "#ccc"}
+    lay: dict[str, Any] = {"title": {"text": title, "font": {"size": 14}}, "height": height,
+                           "paper_bgcolor": "white", "plot_bgcolor": "white",
+                           "margin": {"l": 50, "r": 10, "t": 40, "b": 40}, "font": {"size": 11}}
+    for key, value in layout.items():
+        lay[key] = {**axis, **value} if key.startswith(("xaxis", "yaxis")) else value
+    lay.setdefault("xaxis", axis)
+    lay.setdefault("yaxis", axis)
+    return {"data": traces, "layout": lay}
+
+
+# ---------------------------------------------------------------------------------------------
+# Runs
+
+
+def page_runs(con: duckdb.DuckDBPyConnection, params: dict[str, list[str]]) -> list[Any]:
+    q = _one(params, "q")
+    sort = _one(params, "sort", "captured_at")
+    direction = _one(params, "dir", "desc")
+    if sort not in data.RUN_SORT_COLUMNS:
+        raise PageError(f"sort={sort!r}: expected one of {', '.join(data.RUN_SORT_COLUMNS)}")
+    if direction not in ("asc", "desc"):
+        raise PageError(f"dir={direction!r}: expected asc or desc")
+    sel = [s for s in _one(params, "sel").split(",") if s][:2]
+    cols, rows = data.runs_table(con, q, sort, direction == "desc")
+    ids = [r["run_id"] for r in rows]
+    for r in rows:
+        r["run"] = f"[{r['run_id']}](/run?run={r['run_id']})"
+    columns = [{"name": "run", "id": "run", "presentation": "markdown"}]
+    labels = {m.name: m.label for m in data.HEADLINE_METRICS} | {"captured_at": "captured (UTC)"}
+    columns += [{"name": labels.get(c, c), "id": c} for c in cols if c != "run_id"]
+    if len(sel) == 2 and all(s in ids for s in sel):
+        compare: Any = dcc.Link(f"Compare {sel[0]} (A) with {sel[1]} (B) →", id="compare-link",
+                                href=f"/compare?{urllib.parse.urlencode({'a': sel[0], 'b': sel[1]})}")
+    else:
+        compare = _note("Select two runs (checkboxes) to compare them.", "compare-hint")
+    return [
+        html.H2("Runs"),
+        dcc.Input(id="runs-search", type="search", value=q, debounce=True, placeholder="search workload, label, "
+                  "device, run id …", style={"width": "28rem", "marginBottom": ".5rem"}),
+        _note(f"{len(rows)} runs. Findings per severity; headline metrics from the analyzers "
+              "(columns appear when a run has them). Click a column header to sort.", "runs-count"),
+        DataTable(
+            id="runs-table", data=rows, columns=columns, sort_action="custom", sort_mode="single",
+            sort_by=[{"column_id": sort, "direction": direction}], row_selectable="multi",
+            selected_rows=[ids.index(s) for s in sel if s in ids], page_size=50, markdown_options={"link_target": "_self"},
+            style_cell={"fontFamily": "inherit", "fontSize": ".82rem", "textAlign": "left", "padding": "3px 6px"},
+            style_header={"fontWeight": "bold", "background": "#f4f4f4"},
+            style_data_conditional=[
+                {"if": {"filter_query": "{critical} > 0", "column_id": "critical"}, "color": "#b00020",
+                 "fontWeight": "bold"},
+                {"if": {"filter_query": "{warning} > 0", "column_id": "warning"}, "color": "#a15c00",
+                 "fontWeight": "bold"}],
+        ),
+        html.Div(compare, id="runs-compare", style={"marginTop": ".6rem"}),
+    ]
+
+
+def runs_url(search: str | None, sort_by: list[dict[str, str]] | None, selected: list[int] | None,
+             rows: list[dict[str, Any]] | None, current: str | None) -> str:
+    """The Runs page's URL query for the controls' state (raises PreventUpdate when unchanged)."""
+    query: dict[str, str] = {}
+    if search:
+        query["q"] = search
+    if sort_by:
+        query["sort"] = sort_by[0]["column_id"]
+        query["dir"] = sort_by[0]["direction"]
+    ids = [rows[i]["run_id"] for i in (selected or []) if rows and 0 <= i < len(rows)]
+    if ids:
+        query["sel"] = ",".join(ids[-2:])
+    new = "?" + urllib.parse.urlencode(query) if query else ""
+    if new == (current or ""):
+        raise dash.exceptions.PreventUpdate
+    return new
+
+
+# ---------------------------------------------------------------------------------------------
+# Weekly review
+
+
+def _trend_figure(points: list[data.TrendPoint], label: str) -> dict[str, Any]:
+    traces = []
+    for hw in sorted({p.hardware for p in points}):
+        pts = [p for p in points if p.hardware == hw]
+        traces.append({
+            "type": "scatter", "name": hw, "x": [p.week.isoformat() for p in pts], "y": [p.value for p in pts],
+            "mode": "lines+markers", "customdata": [p.runs for p in pts],
+            "hovertemplate": "week of %{x}<br>%{y:.4g}<br>median of %{customdata} run(s)<extra>" + hw + "</extra>"})
+    unit, better = points[0].unit, points[0].better
+    return _figure(traces, f"{label} ({unit}; {better} is better)", 260, xaxis={"type": "date"},
+                   showlegend=True, legend={"orientation": "h", "y": -0.25},
+                   margin={"l": 50, "r": 10, "t": 40, "b": 30})
+
+
+def page_weekly(con: duckdb.DuckDBPyConnection, params: dict[str, list[str]]) -> list[Any]:
+    loads = data.workloads(con)
+    if not loads:
+        return [html.H2("Weekly review"),
+                _note("No run has a workload and a capture time yet: ingest with --workload (and "
+                      "--captured-at when the trace has no wall-clock time).", "weekly-empty")]
+    names = [w for w, _ in loads]
+    workload = _one(params, "workload", names[0])
+    if workload not in names:
+        raise PageError(f"no runs of workload {workload!r} with a capture time (workloads: {', '.join(names)})")
+    weeks = data.workload_weeks(con, workload)
+    week_text = _one(params, "week", weeks[0].isoformat())
+    try:
+        week = dt.date.fromisoformat(week_text)
+    except ValueError:
+        raise PageError(f"week={week_text!r}: expected a date YYYY-MM-DD") from None
+    if week not in weeks:
+        raise PageError(f"workload {workload!r} has no runs in the week of {week_text} "
+                        f"(weeks: {', '.join(w.isoformat() for w in weeks)})")
+    prev = next((w for w in weeks if w < week), None)
+    trends = [p for p in data.weekly_trends(con, workload) if p.week <= week]
+    controls = html.Div([
+        html.Label("workload "), dcc.Dropdown(id="weekly-workload", options=names, value=workload, clearable=False,
+                                               style={"width": "22rem", "display": "inline-block"}),
+        html.Label(" week of ", style={"marginLeft": "1rem"}),
+        dcc.Dropdown(id="weekly-week", options=[w.isoformat() for w in weeks], value=week.isoformat(),
+                     clearable=False, style={"width": "10rem", "display": "inline-block"}),
+    ])
+    out: list[Any] = [html.H2(f"Weekly review: {workload}"), controls]
+    graphs = []
+    for m in data.KEY_METRICS:
+        pts = [p for p in trends if p.metric == m.name]
+        if pts:
+            graphs.append(html.Div(dcc.Graph(id=f"trend-{m.name}", figure=_trend_figure(pts, m.label),
+                                             config={"displaylogo": False}),
+                                   style={"width": "49%", "display": "inline-block"}))
+    out.append(html.H3("Trends (median per week and hardware)"))
+    out.append(html.Div(graphs, id="trends") if graphs else _note("No key metric has values for this workload.",
+                                                                  "trends-none"))
+    wow = [p for p in trends if p.week == week]
+    labels = {m.name: m.label for m in data.KEY_METRICS}
+    rows = [{"metric": labels[p.metric], "hardware": p.hardware, "unit": p.unit, "better": p.better,
+             "previous": None if p.prev_value is None else round(p.prev_value, 4),
+             "this week": round(p.value, 4),
+             "change %": None if p.delta_pct is None else round(p.delta_pct, 1), "verdict": p.direction}
+            for p in sorted(wow, key=lambda p: ([m.name for m in data.KEY_METRICS].index(p.metric), p.hardware))]
+    out.append(html.H3(f"Week of {week.isoformat()} vs "
+                       f"{prev.isoformat() if prev else '(no earlier week)'}"))
+    out.append(_table("wow-table", rows, style_data_conditional=[
+        {"if": {"filter_query": '{verdict} = "better"'}, "backgroundColor": _GREEN},
+        {"if": {"filter_query": '{verdict} = "worse"'}, "backgroundColor": _RED}]))
+    out.append(html.H3("What changed this week"))
+    if prev is None:
+        out.append(_note("No earlier week to compare with.", "changes-none"))
+    else:
+        changes = data.finding_changes(con, workload, week, prev)
+        items = [html.Li([html.Span(f"{c['change']}: ", className="sev-" + c["severity"]),
+                          f"[{c['hardware']}] ({c['analyzer']}) {c['title']} — ",
+                          dcc.Link(c["run_id"], href=f"/run?run={c['run_id']}")]) for c in changes]
+        out.append(html.Ul(items, id="finding-changes") if items else
+                   _note("No finding appeared or went away.", "finding-changes-none"))
+        shifts = data.category_shifts(con, workload, week, prev)
+        out.append(html.H4("Biggest kernel-category shifts (share of device time, percentage points)"))
+        out.append(_table("category-shifts", shifts, style_data_conditional=_delta_styles("delta_ms"))
+                   if shifts else _note("No device kernels in one of the two weeks' runs (e.g. CPU-only "
+                                        "captures), so no category shifts.", "category-shifts-none"))
+    hardware = sorted({p.hardware for p in trends})
+    if len(hardware) > 1:
+        latest: dict[tuple[str, str], data.TrendPoint] = {}
+        for p in trends:
+            latest[(p.metric, p.hardware)] = p  # trends are ordered by week
+        port = [{"metric": labels[m.name], "better": next((p.better for (n, _), p in latest.items()
+                                                            if n == m.name), ""),
+                 **{hw: (round(latest[(m.name, hw)].value, 4) if (m.name, hw) in latest else None)
+                    for hw in hardware}}
+                for m in data.KEY_METRICS if any(n == m.name for n, _ in latest)]
+        out.append(html.H3("Hardware side by side (each one's latest week up to this one)"))
+        out.append(_table("portfolio", port))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Run
+
+
+def _bar(x: list[Any], y: list[Any], title: str, ylabel: str) -> dict[str, Any]:
+    return _figure([{"type": "bar", "x": x, "y": y, "marker": {"color": "#4c78a8"}}], title, 300,
+                   yaxis={"title": {"text": ylabel}})
+
+
+def page_run(con: duckdb.DuckDBPyConnection, params: dict[str, list[str]]) -> list[Any]:
+    from tracekit.report import BYTES_SQL, TIME_SQL, collect, roofline_figure
+
+    rid = _run_param(con, params, "run")
+    rep = collect(con, rid)
+    out: list[Any] = [
+        html.H2(f"Run {rid}"),
+        html.Table([html.Tr([html.Th(k), html.Td(data._fmt_time(v) if v is not None else "")])
+                    for k, v in rep.header], id="run-header"),
+        html.P([html.A("Download the Perfetto trace (Chrome JSON)", id="perfetto-link",
+                       href=f"/download/perfetto/{rid}.json"),
+                " · open it in ui.perfetto.dev · ",
+                dcc.Link("compare with another run", href=f"/compare?a={rid}")]),
+    ]
+    serving = data.serving_metrics(con, rid)
+    if serving:
+        out.append(html.H3("Requests"))
+        out.append(html.Div([html.Div([html.Span(s["name"]), html.B(f"{s['value']:.4g} {s['unit']}")],
+                                      className="card", title=f"{s['better']} is better") for s in serving],
+                            className="cards", id="serving-metrics"))
+    findings = data.run_findings(con, rid)
+    out.append(html.H3(f"Findings ({len(findings)})"))
+    if not findings:
+        analyzed = bool(rep.metrics.rows)
+        out.append(_note("The analyzers found nothing to flag." if analyzed else
+                         f"Not analyzed yet: run `tracekit analyze {rid}`.", "findings-none"))
+    for f in findings:
+        saving = " · ".join(x for x in (
+            f"saves ≈{f['saving_ns'] / 1e6:,.3f} ms" if f["saving_ns"] is not None else "",
+            f"{100 * f['saving_fraction']:.1f}%" if f["saving_fraction"] is not None else "") if x)
+        out.append(html.Details([
+            html.Summary([html.Span(f["severity"], className="sev-" + f["severity"]), f" {f['title']} ",
+                          html.Span(f"({f['analyzer']}{'; ' + saving if saving else ''})", className="note")],
+                         className="finding-title"),
+            html.P(f["detail"]), html.Pre(f["evidence"] or "(no evidence)")], className="finding"))
+    hists = data.request_histograms(con, rid)
+    if hists:
+        out.append(html.H3("Request latency distribution"))
+        for h in hists:
+            fig = _figure([{"type": "bar", "x": [(a + b) / 2 for a, b in zip(h.edges_ms, h.edges_ms[1:])],
+                            "y": h.counts, "width": [b - a for a, b in zip(h.edges_ms, h.edges_ms[1:])],
+                            "marker": {"color": "#4c78a8"}}],
+                          f"{h.label}: {h.n} requests", 280, xaxis={"title": {"text": "ms"}},
+                          yaxis={"title": {"text": "requests"}}, bargap=0.02)
+            out.append(dcc.Graph(id=f"hist-{h.column}", figure=fig))
+    cats = [r for r in rep.categories.rows if r[3] is not None]
+    out.append(html.H3(rep.categories.title))
+    if cats:
+        out.append(dcc.Graph(id="run-categories", figure=_bar(
+            [r[0] for r in cats], [r[2] for r in cats], "device time by kernel category", "ms")))
+    out.append(_note(rep.categories.note))
+    out.append(_table("run-categories-table", [dict(zip(rep.categories.columns, r)) for r in rep.categories.rows]))
+    out.append(html.H3(rep.top.title))
+    if rep.top.note:
+        out.append(_note(rep.top.note))
+    out.append(_table("top-table", [dict(zip(rep.top.columns, r)) for r in rep.top.rows], page_size=20))
+    out.append(html.H3("Roofline"))
+    source = f"XLA cost model: one point per op name, Σflops/Σbytes ({BYTES_SQL}) against Σflops/Σ{TIME_SQL}"
+    if not rep.points:
+        rep.points = data.analyzer_roofline_points(con, rid)
+        source = ("memory_bound_decode's decode GEMMs: one point per op and shape, FLOPs and bytes from the "
+                  "PyTorch input shapes, time from the op's kernels (CPU-only run: the op itself)")
+    if rep.points:
+        out.append(_note(f"{rep.roof_note} Points: {source}."))
+        fig = roofline_figure(rep)
+        fig.update_layout(title=f"Roofline: {len(rep.points)} ops")
+        out.append(dcc.Graph(id="roofline", figure=fig))
+    else:
+        out.append(_note("No costable ops: no kernel of this run carries FLOP and byte counts (only XPlane TPU "
+                         "captures do today), so there is no roofline.", "roofline-none"))
+    compiles = data.compile_timeline(con, rid)
+    out.append(html.H3(f"Compiles ({len(compiles)}{'+' if len(compiles) == data.TOP_COMPILES else ''})"))
+    if compiles:
+        fig = _figure([{
+            "type": "bar", "orientation": "h", "y": [f"{c['function']} #{i}" for i, c in enumerate(compiles)],
+            "x": [c["dur_ms"] for c in compiles], "base": [c["start_ms"] for c in compiles],
+            "marker": {"color": "#e45756"}, "customdata": [[c["backend"], c["compile_id"] or ""] for c in compiles],
+            "hovertemplate": "%{y}<br>%{customdata[0]} %{customdata[1]}<br>start %{base:.1f} ms, %{x:.1f} ms"
+                             "<extra></extra>"}],
+            "compile timeline (ms from the rank's first event)", max(220, 40 + 22 * len(compiles)),
+            xaxis={"title": {"text": "ms"}}, yaxis={"autorange": "reversed"},
+            margin={"l": 160, "r": 10, "t": 40, "b": 40})
+        out.append(dcc.Graph(id="compile-timeline", figure=fig))
+    else:
+        out.append(_note("No compilations in this capture.", "compiles-none"))
+    out.append(html.H3("Metrics"))
+    out.append(_table("metrics-table", [dict(zip(rep.metrics.columns, r)) for r in rep.metrics.rows]))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Compare
+
+
+def page_compare(con: duckdb.DuckDBPyConnection, params: dict[str, list[str]], store: Path) -> list[Any]:
+    from tracekit.api import compare_runs
+
+    choices = data.run_choices(con)
+    a_text, b_text = _one(params, "a"), _one(params, "b")
+    a = _run_param(con, params, "a") if a_text else None
+    b = _run_param(con, params, "b") if b_text else None
+    out: list[Any] = [html.H2("Compare two runs"), html.Div([
+        html.Label("A (baseline) "), dcc.Dropdown(id="compare-a", options=choices, value=a,
+                                                  style={"width": "34rem"}),
+        html.Label("B "), dcc.Dropdown(id="compare-b", options=choices, value=b, style={"width": "34rem"})])]
+    if a is None or b is None:
+        out.append(_note("Pick run A and run B.", "compare-pick"))
+        return out
+    res = compare_runs(a, b, store, con=con)
+    info = {r[0]: r[1:] for r in con.execute(
+        "SELECT run_id, vendor, device_name, workload, label, captured_at FROM runs WHERE run_id IN (?, ?)",
+        [a, b]).fetchall()}
+    head = ["vendor", "device", "workload", "label", "captured"]
+    out.append(html.Table([html.Tr([html.Th(""), html.Th(dcc.Link(f"A {a}", href=f"/run?run={a}")),
+                                    html.Th(dcc.Link(f"B {b}", href=f"/run?run={b}"))])]
+                          + [html.Tr([html.Th(h), html.Td(str(data._fmt_time(info[a][i]) or "")),
+                                      html.Td(str(data._fmt_time(info[b][i]) or ""))]) for i, h in enumerate(head)],
+                          id="compare-header"))
+    cat_cols, cat_rows = res["categories"]
+    cats = [dict(zip(cat_cols, r)) for r in cat_rows]
+    fig = _figure([{"type": "bar", "name": f"A {a}", "x": [c["category"] for c in cats],
+                    "y": [c["a_ms"] for c in cats]},
+                   {"type": "bar", "name": f"B {b}", "x": [c["category"] for c in cats],
+                    "y": [c["b_ms"] for c in cats]}], "device time by kernel category (ms)", 320, barmode="group")
+    out += [html.H3("By category"), dcc.Graph(id="compare-categories", figure=fig),
+            _note("delta = B − A; green: B spends less time, red: more."),
+            _table("compare-categories-table", cats, style_data_conditional=_delta_styles("delta_ms"))]
+    k_cols, k_rows = res["top_kernels"]
+    out.append(html.H3("Kernels that moved most, per category"))
+    out.append(_table("compare-kernels-table", [dict(zip(k_cols, r)) for r in k_rows],
+                      style_data_conditional=_delta_styles("delta_ms")) if k_rows else
+               _note("The two runs share no kernel name (e.g. different vendors), so only categories compare.",
+                     "compare-kernels-none"))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Routing and the app
+
+
+PAGES = {"/": "Runs", "/weekly": "Weekly review", "/run": "Run", "/compare": "Compare"}
+
+
+def render_page(store: str | Path, pathname: str | None, search: str | None) -> list[Any]:
+    """The components of the page at ``pathname`` + ``search`` (what the router callback returns)."""
+    path = pathname or "/"
+    if path not in PAGES:
+        return [html.Div(f"No page {path!r}: the pages are {', '.join(PAGES)}.", className="tk-error",
+                         id="page-error")]
+    try:
+        params = urllib.parse.parse_qs((search or "").lstrip("?"), keep_blank_values=False, strict_parsing=False)
+        con = connect(store, read_only=True)
+        try:
+            if path == "/":
+                return page_runs(con, params)
+            if path == "/weekly":
+                return page_weekly(con, params)
+            if path == "/run":
+                return page_run(con, params)
+            return page_compare(con, params, Path(store))
+        finally:
+            con.close()
+    except (PageError, TracekitError) as exc:
+        return [html.Div(str(exc), className="tk-error", id="page-error")]
+
+
+def _to_url(keys: tuple[str, ...]) -> Callable[..., str]:
+    def update(*values: Any) -> str:
+        *vals, current = values
+        query = {k: v for k, v in zip(keys, vals) if v}
+        new = "?" + urllib.parse.urlencode(query) if query else ""
+        if new == (current or ""):
+            raise dash.exceptions.PreventUpdate
+        return new
+
+    return update
+
+
+def create_app(store: str | Path) -> dash.Dash:
+    """The dashboard over the store at ``store`` (opened read-only for each page render)."""
+    store_path = Path(store)
+    app = dash.Dash(__name__, title="tracekit", update_title="", suppress_callback_exceptions=True,
+                    serve_locally=True)
+    app.index_string = _index_string()
+    app.layout = html.Div([
+        dcc.Location(id="url", refresh="callback-nav"),
+        html.Div([html.Span("tracekit", className="brand", style={"color": "#fff", "marginRight": "1.5rem"}),
+                  dcc.Link("Runs", href="/", id="nav-runs"), dcc.Link("Weekly review", href="/weekly",
+                                                                       id="nav-weekly"),
+                  dcc.Link("Compare", href="/compare", id="nav-compare")], id="nav"),
+        dcc.Loading(html.Div(id="page"), delay_show=300),
+    ])
+    app.callback(Output("page", "children"), Input("url", "pathname"), Input("url", "search"))(
+        lambda pathname, search: render_page(store_path, pathname, search))
+    app.callback(Output("url", "search", allow_duplicate=True), Input("runs-search", "value"),
+                 Input("runs-table", "sort_by"), Input("runs-table", "selected_rows"), State("runs-table", "data"),
+                 State("url", "search"), prevent_initial_call=True)(runs_url)
+    app.callback(Output("url", "search", allow_duplicate=True), Input("weekly-workload", "value"),
+                 Input("weekly-week", "value"), State("url", "search"), prevent_initial_call=True)(
+        _weekly_url)
+    app.callback(Output("url", "search", allow_duplicate=True), Input("compare-a", "value"),
+                 Input("compare-b", "value"), State("url", "search"), prevent_initial_call=True)(
+        _to_url(("a", "b")))
+
+    def perfetto(run_id: str) -> Response:
+        from tracekit.api import export_perfetto
+
+        if not _RUN_ID.match(run_id):
+            abort(404)
+        fd, tmp = tempfile.mkstemp(prefix="tracekit-perfetto-", suffix=".json")
+        os.close(fd)
+        try:
+            export_perfetto(run_id, tmp, store_path)
+            fh = open(tmp, "rb")  # noqa: SIM115 - handed to the response, closed by it
+        except TracekitError:
+            abort(404)
+        finally:
+            os.unlink(tmp)  # the open handle keeps the data until the response is sent
+        return send_file(fh, mimetype="application/json", as_attachment=True,
+                         download_name=f"tracekit-{run_id}.perfetto.json")
+
+    app.server.add_url_rule("/download/perfetto/<run_id>.json", "perfetto", perfetto)
+    return app
+
+
+def _weekly_url(workload: str | None, week: str | None, current: str | None) -> str:
+    # a new workload starts at its latest week
+    params = urllib.parse.parse_qs((current or "").lstrip("?"))
+    if workload and params.get("workload", [None])[0] not in (None, workload):
+        week = None
+    return _to_url(("workload", "week"))(workload, week, current)

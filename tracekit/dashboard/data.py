@@ -1,0 +1,364 @@
+"""The queries behind the dashboard pages: read-only SQL over the store's public views.
+
+Every function takes an open read-only connection (:func:`tracekit.store.connect` with
+``read_only=True``) and aggregates in DuckDB, returning at most a few hundred rows whatever the
+size of the run (a 1M-kernel run yields ≤ 7 category rows, ≤ ``TOP_N`` kernels, one histogram
+bin per 1/``HIST_BINS`` of the range). Parameters from the URL are bound (``?``/``$name``),
+never spliced into SQL; column names that are spliced come from this module's own constants.
+Times are ms unless a name says otherwise; shares are fractions in [0, 1].
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import duckdb
+
+from tracekit.analysis.categories import category_case_sql
+from tracekit.report import RooflinePoint
+
+
+@dataclass(frozen=True)
+class MetricDef:
+    """A metric the dashboard plots: ``name`` in the ``metrics`` view and a human label.
+    Unit and direction (``better``: lower/higher) come from the ``metrics`` rows themselves."""
+
+    name: str
+    label: str
+
+
+#: The weekly review's key metrics, in display order; only those with values for the workload are shown.
+KEY_METRICS: tuple[MetricDef, ...] = (
+    MetricDef("decode_step_time_ms", "decode step time"),
+    MetricDef("output_tokens_per_s", "output tokens/s"),
+    MetricDef("ttft_p95_ms", "TTFT p95"),
+    MetricDef("tpot_p95_ms", "TPOT p95"),
+    MetricDef("decode_mbu", "decode MBU"),
+    MetricDef("decode_mfu", "decode MFU"),
+    MetricDef("compile_time", "compile time"),
+    MetricDef("bucket_padding_fraction", "bucket padding (share of prefill time)"),
+    MetricDef("stall_weighted_time_fraction", "wave-stall fraction"),
+    MetricDef("usd_per_1m_output_tokens", "$ per 1M output tokens"),
+)
+
+#: Columns of the Runs table, when at least one run has a value.
+HEADLINE_METRICS: tuple[MetricDef, ...] = (
+    MetricDef("decode_step_time_ms", "decode step ms"),
+    MetricDef("output_tokens_per_s", "tokens/s"),
+    MetricDef("ttft_p95_ms", "TTFT p95 ms"),
+    MetricDef("tpot_p95_ms", "TPOT p95 ms"),
+    MetricDef("usd_per_1m_output_tokens", "$/1M tokens"),
+)
+
+#: Request-level metrics of the ``serving`` analyzer, shown on the Run page when present.
+SERVING_METRICS = (
+    "ttft_p50_ms", "ttft_p95_ms", "ttft_p99_ms", "tpot_p50_ms", "tpot_p95_ms", "tpot_p99_ms", "itl_p95_ms",
+    "e2e_p95_ms", "output_tokens_per_s", "requests_per_s", "request_error_rate", "usd_per_1m_output_tokens",
+)
+
+#: Sortable Runs-table columns (URL ``sort=``) → SQL column of the runs query.
+RUN_SORT_COLUMNS = ("captured_at", "workload", "label", "vendor", "device", "kernels", "critical", "warning",
+                    *(m.name for m in HEADLINE_METRICS))
+
+HIST_BINS = 40
+TOP_COMPILES = 200
+EVIDENCE_CHARS = 4000
+
+
+def _fmt_time(v: Any) -> Any:
+    return v.strftime("%Y-%m-%d %H:%M") if isinstance(v, dt.datetime) else v
+
+
+def _dicts(rel: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
+    cols = [d[0] for d in rel.description] if rel.description else []
+    return [{c: _fmt_time(v) for c, v in zip(cols, row)} for row in rel.fetchall()]
+
+
+def run_exists(con: duckdb.DuckDBPyConnection, run_id: str) -> bool:
+    return bool(con.execute("SELECT count(*) FROM runs WHERE run_id = ?", [run_id]).fetchall()[0][0])
+
+
+def run_choices(con: duckdb.DuckDBPyConnection) -> list[dict[str, str]]:
+    """Dropdown options for every run: ``run_id — workload/label, vendor device``."""
+    rows = con.execute(
+        """SELECT run_id, concat_ws(' · ', run_id, coalesce(workload, label, source), vendor, device_name)
+           FROM runs ORDER BY captured_at DESC NULLS LAST, run_id"""
+    ).fetchall()
+    return [{"value": r, "label": text} for r, text in rows]
+
+
+def runs_table(
+    con: duckdb.DuckDBPyConnection, search: str = "", sort: str = "captured_at", descending: bool = True
+) -> tuple[list[str], list[dict[str, Any]]]:
+    """The Runs page: (columns, rows). One row per run with workload, label, vendor/device, capture
+    time (UTC), device kernels, :data:`HEADLINE_METRICS` (columns without any value dropped) and
+    findings per severity. ``search`` keeps runs whose id, workload, label, vendor, device, format
+    or source contain it (case-insensitive); ``sort`` is one of :data:`RUN_SORT_COLUMNS`."""
+    if sort not in RUN_SORT_COLUMNS:
+        raise ValueError(f"unknown sort column {sort!r}")
+    pivot = ", ".join(f"max(value) FILTER (WHERE name = '{m.name}') AS {m.name}" for m in HEADLINE_METRICS)
+    names = ", ".join(f"'{m.name}'" for m in HEADLINE_METRICS)
+    rel = con.execute(
+        f"""WITH f AS (SELECT run_id, count(*) FILTER (WHERE severity = 'critical') AS critical,
+                              count(*) FILTER (WHERE severity = 'warning') AS warning,
+                              count(*) FILTER (WHERE severity NOT IN ('critical', 'warning')) AS info
+                       FROM findings GROUP BY run_id),
+                 m AS (SELECT run_id, {pivot} FROM metrics WHERE name IN ({names}) GROUP BY run_id),
+                 k AS (SELECT run_id, count(*) AS kernels FROM kernels GROUP BY run_id)
+            SELECT r.run_id, r.workload, r.label, r.vendor, r.device_name AS device, r.format,
+                   regexp_extract(r.source, '[^/]+/?$') AS trace, r.captured_at,
+                   coalesce(k.kernels, 0) AS kernels,
+                   {", ".join(f"round(m.{m.name}, 3) AS {m.name}" for m in HEADLINE_METRICS)},
+                   coalesce(f.critical, 0) AS critical, coalesce(f.warning, 0) AS warning,
+                   coalesce(f.info, 0) AS info
+            FROM runs r LEFT JOIN f USING (run_id) LEFT JOIN m USING (run_id) LEFT JOIN k USING (run_id)
+            WHERE $q = '' OR contains(lower(concat_ws(' ', r.run_id, r.workload, r.label, r.vendor,
+                                                     r.device_name, r.format, r.source)), lower($q))
+            ORDER BY {sort} {"DESC" if descending else "ASC"} NULLS LAST, r.run_id""",
+        {"q": search},
+    )
+    rows = _dicts(rel)
+    has = {m.name for m in HEADLINE_METRICS if any(r[m.name] is not None for r in rows)}
+    cols = [c for c in (d[0] for d in rel.description or []) if c in has or c not in {m.name for m in HEADLINE_METRICS}]
+    return cols, [{c: r[c] for c in cols} for r in rows]
+
+
+# ---------------------------------------------------------------------------------------------
+# Weekly review
+
+
+def workloads(con: duckdb.DuckDBPyConnection) -> list[tuple[str, int]]:
+    """(workload, runs with a capture time), most runs first."""
+    rows = con.execute(
+        """SELECT workload, count(*) FROM runs WHERE workload IS NOT NULL AND captured_at IS NOT NULL
+           GROUP BY workload ORDER BY count(*) DESC, workload"""
+    ).fetchall()
+    return [(str(w), int(n)) for w, n in rows]
+
+
+_WEEK_RUNS = """SELECT run_id, vendor, coalesce(device_name, vendor) AS hardware,
+                       CAST(date_trunc('week', captured_at) AS DATE) AS week
+                FROM runs WHERE workload = $w AND captured_at IS NOT NULL"""
+
+
+@dataclass(frozen=True)
+class TrendPoint:
+    """One metric of one hardware in one ISO week (Monday): median over that week's runs."""
+
+    metric: str
+    hardware: str
+    week: dt.date
+    value: float
+    runs: int
+    unit: str
+    better: str  # 'lower' or 'higher' (from the metrics rows)
+    prev_week: dt.date | None
+    prev_value: float | None
+
+    @property
+    def delta_pct(self) -> float | None:
+        """Week-over-week change in % of the previous week's value (None without one, or from 0)."""
+        if self.prev_value is None or self.prev_value == 0:
+            return None
+        return 100 * (self.value - self.prev_value) / abs(self.prev_value)
+
+    @property
+    def direction(self) -> str:
+        """'better', 'worse' or 'same' versus the previous week, by the metric's ``better``."""
+        if self.prev_value is None or self.value == self.prev_value:
+            return "same"
+        up = self.value > self.prev_value
+        return "better" if up == (self.better == "higher") else "worse"
+
+
+def weekly_trends(con: duckdb.DuckDBPyConnection, workload: str) -> list[TrendPoint]:
+    """Every key metric per hardware per week for ``workload``, with the previous week's value."""
+    names = ", ".join(f"'{m.name}'" for m in KEY_METRICS)
+    rows = con.execute(
+        f"""WITH r AS ({_WEEK_RUNS}),
+                 v AS (SELECT m.name, r.hardware, r.week, median(m.value) AS value, count(*) AS runs,
+                              any_value(m.unit) AS unit, any_value(m.better) AS better
+                       FROM metrics m JOIN r USING (run_id)
+                       WHERE m.name IN ({names}) AND m.value IS NOT NULL GROUP BY ALL)
+            SELECT name, hardware, week, value, runs, unit, better,
+                   lag(week) OVER (PARTITION BY name, hardware ORDER BY week) AS prev_week,
+                   lag(value) OVER (PARTITION BY name, hardware ORDER BY week) AS prev_value
+            FROM v ORDER BY name, hardware, week""",
+        {"w": workload},
+    ).fetchall()
+    return [TrendPoint(n, h, w, float(v), int(c), u, b, pw, None if pv is None else float(pv))
+            for n, h, w, v, c, u, b, pw, pv in rows]
+
+
+def workload_weeks(con: duckdb.DuckDBPyConnection, workload: str) -> list[dt.date]:
+    """The weeks (Mondays) with runs of ``workload``, newest first."""
+    rows = con.execute(f"SELECT DISTINCT week FROM ({_WEEK_RUNS}) ORDER BY week DESC", {"w": workload}).fetchall()
+    return [r[0] for r in rows]
+
+
+def finding_changes(
+    con: duckdb.DuckDBPyConnection, workload: str, week: dt.date, prev: dt.date
+) -> list[dict[str, Any]]:
+    """Findings new in ``week`` (absent in ``prev``) and resolved (in ``prev``, gone in ``week``),
+    per hardware. A finding is the same across weeks when its analyzer and its title with the
+    numbers taken out agree ("pad 36% of …" and "pad 12% of …" are one finding)."""
+    return _dicts(con.execute(
+        f"""WITH r AS ({_WEEK_RUNS}),
+                 f AS (SELECT r.week, r.hardware, f.analyzer, f.severity, f.title, f.run_id,
+                              regexp_replace(f.title, '[0-9][0-9.,]*', '#', 'g') AS key
+                       FROM findings f JOIN r USING (run_id) WHERE r.week IN ($cur, $prev)),
+                 c AS (SELECT CASE WHEN a.week = $cur THEN 'new' ELSE 'resolved' END AS change,
+                              a.hardware, a.analyzer, a.key, arg_max(a.severity, a.run_id) AS severity,
+                              arg_max(a.title, a.run_id) AS title, max(a.run_id) AS run_id
+                       FROM f a
+                       WHERE NOT EXISTS (SELECT 1 FROM f b WHERE b.week <> a.week AND b.hardware = a.hardware
+                                         AND b.analyzer = a.analyzer AND b.key = a.key)
+                       GROUP BY ALL)
+            SELECT change, hardware, severity, analyzer, title, run_id FROM c
+            ORDER BY change, CASE severity WHEN 'critical' THEN 0 WHEN 'warning' THEN 1 ELSE 2 END, title""",
+        {"w": workload, "cur": week, "prev": prev},
+    ))
+
+
+def category_shifts(
+    con: duckdb.DuckDBPyConnection, workload: str, week: dt.date, prev: dt.date, limit: int = 8
+) -> list[dict[str, Any]]:
+    """The kernel categories whose share of device time moved most between ``prev`` and ``week``,
+    per hardware (share = category time ÷ all device time of that week's runs; ``xla_async``
+    spans left out as in ``compare``). Empty when either week has no device kernels."""
+    return _dicts(con.execute(
+        f"""WITH r AS ({_WEEK_RUNS}),
+                 g AS (SELECT run_id, name, category, hlo_category, sum(coalesce(device_dur_ns, dur_ns)) AS t
+                       FROM kernels WHERE run_id IN (SELECT run_id FROM r WHERE week IN ($cur, $prev))
+                         AND category <> 'xla_async' GROUP BY ALL),
+                 c AS (SELECT g.run_id, {category_case_sql()} AS cat, sum(g.t) AS t FROM g GROUP BY ALL),
+                 w AS (SELECT r.hardware, c.cat, coalesce(sum(c.t) FILTER (WHERE r.week = $cur), 0) AS cur_t,
+                              coalesce(sum(c.t) FILTER (WHERE r.week = $prev), 0) AS prev_t
+                       FROM c JOIN r USING (run_id) GROUP BY ALL),
+                 s AS (SELECT *, cur_t / sum(cur_t) OVER (PARTITION BY hardware) AS cur_share,
+                              prev_t / sum(prev_t) OVER (PARTITION BY hardware) AS prev_share FROM w)
+            SELECT hardware, cat AS category, round(100 * prev_share, 1) AS prev_pct,
+                   round(100 * cur_share, 1) AS cur_pct, round(100 * (cur_share - prev_share), 1) AS delta_pp,
+                   round((cur_t - prev_t) / 1e6, 3) AS delta_ms
+            FROM s WHERE cur_share IS NOT NULL AND prev_share IS NOT NULL
+            ORDER BY abs(cur_share - prev_share) DESC, hardware, category LIMIT {int(limit)}""",
+        {"w": workload, "cur": week, "prev": prev},
+    ))
+
+
+# ---------------------------------------------------------------------------------------------
+# Run page
+
+
+def run_findings(con: duckdb.DuckDBPyConnection, run_id: str) -> list[dict[str, Any]]:
+    """The run's findings, most severe and largest saving first, evidence as indented JSON
+    (cut at :data:`EVIDENCE_CHARS` characters)."""
+    rows = _dicts(con.execute(
+        """SELECT severity, analyzer, title, detail, evidence::VARCHAR AS evidence, saving_ns, saving_fraction
+           FROM findings WHERE run_id = ?
+           ORDER BY CASE severity WHEN 'critical' THEN 0 WHEN 'warning' THEN 1 ELSE 2 END,
+                    saving_ns DESC NULLS LAST, analyzer, title""",
+        [run_id],
+    ))
+    for r in rows:
+        text = json.dumps(json.loads(r["evidence"]), indent=1) if r["evidence"] else ""
+        r["evidence"] = text if len(text) <= EVIDENCE_CHARS else text[:EVIDENCE_CHARS] + "\n… (cut)"
+    return rows
+
+
+def serving_metrics(con: duckdb.DuckDBPyConnection, run_id: str) -> list[dict[str, Any]]:
+    """The run's request-level metrics (:data:`SERVING_METRICS`) that have a value, in that order."""
+    names = ", ".join(f"'{n}'" for n in SERVING_METRICS)
+    return _dicts(con.execute(
+        f"""SELECT name, value, unit, better FROM metrics
+            WHERE run_id = ? AND name IN ({names}) AND value IS NOT NULL
+            ORDER BY list_position([{names}], name)""",
+        [run_id],
+    ))
+
+
+def compile_timeline(con: duckdb.DuckDBPyConnection, run_id: str) -> list[dict[str, Any]]:
+    """The first :data:`TOP_COMPILES` compiles (``compiles`` view): function, backend, start (ms
+    from the rank's first event) and duration (ms)."""
+    return _dicts(con.execute(
+        f"""SELECT c.rank, coalesce(c.function, c.name) AS function, c.backend, c.compile_id,
+                   (c.start_ns - rk.first_ns) / 1e6 AS start_ms, c.dur_ns / 1e6 AS dur_ms
+            FROM compiles c
+            LEFT JOIN (SELECT rank, min(first_ns) AS first_ns FROM ranks WHERE run_id = $r GROUP BY rank) rk
+              USING (rank)
+            WHERE c.run_id = $r ORDER BY c.start_ns LIMIT {TOP_COMPILES}""",
+        {"r": run_id},
+    ))
+
+
+#: Columns of the ``requests`` view plotted as latency distributions, when present (ns → ms).
+REQUEST_LATENCIES = (("ttft_ns", "time to first token"), ("e2e_ns", "end-to-end latency"))
+
+
+def has_view(con: duckdb.DuckDBPyConnection, name: str) -> list[str]:
+    """The columns of view/table ``name`` in the store (empty when it does not exist)."""
+    rows = con.execute(
+        "SELECT column_name FROM information_schema.columns WHERE table_schema = 'main' AND table_name = ?",
+        [name],
+    ).fetchall()
+    return [r[0] for r in rows]
+
+
+@dataclass(frozen=True)
+class Histogram:
+    """Counts per equal-width bin: ``edges_ms`` has one more entry than ``counts``."""
+
+    column: str
+    label: str
+    edges_ms: list[float]
+    counts: list[int]
+    n: int
+
+
+def request_histograms(con: duckdb.DuckDBPyConnection, run_id: str) -> list[Histogram]:
+    """:data:`HIST_BINS`-bin histograms of the run's request latencies from the ``requests`` view
+    (binned in DuckDB); empty when the view, the columns or the run's requests are absent."""
+    cols = set(has_view(con, "requests"))
+    out = []
+    for col, label in REQUEST_LATENCIES:
+        if col not in cols or "run_id" not in cols:
+            continue
+        rows = con.execute(
+            f"""WITH v AS (SELECT {col} / 1e6 AS x FROM requests WHERE run_id = $r AND {col} IS NOT NULL),
+                     b AS (SELECT min(x) AS lo, max(x) AS hi FROM v)
+                SELECT CASE WHEN b.hi = b.lo THEN 0
+                            ELSE least(CAST(floor((v.x - b.lo) / (b.hi - b.lo) * {HIST_BINS}) AS INTEGER),
+                                       {HIST_BINS - 1}) END AS i,
+                       count(*) AS n, any_value(b.lo) AS lo, any_value(b.hi) AS hi
+                FROM v, b GROUP BY i ORDER BY i""",
+            {"r": run_id},
+        ).fetchall()
+        if not rows:
+            continue
+        lo, hi = float(rows[0][2]), float(rows[0][3])
+        nbins = 1 if hi == lo else HIST_BINS
+        width = (hi - lo) / nbins if hi > lo else 1.0
+        counts = [0] * nbins
+        for i, n, _, _ in rows:
+            counts[int(i)] = int(n)
+        out.append(Histogram(col, label, [lo + width * j for j in range(nbins + 1)], counts, sum(counts)))
+    return out
+
+
+def analyzer_roofline_points(con: duckdb.DuckDBPyConnection, run_id: str) -> list[RooflinePoint]:
+    """Roofline points from the ``memory_bound_decode`` finding's evidence (``decode_ops``: one
+    entry per decode GEMM op and shape, FLOPs and bytes from PyTorch shapes, time from its
+    kernels or, CPU-only, the op itself) — for runs whose kernels carry no XLA costs."""
+    rows = con.execute(
+        """SELECT evidence->>'$.decode_ops' FROM findings
+           WHERE run_id = ? AND analyzer = 'memory_bound_decode' AND evidence->>'$.decode_ops' IS NOT NULL
+           LIMIT 1""",
+        [run_id],
+    ).fetchall()
+    ops = json.loads(rows[0][0]) if rows else []
+    return [RooflinePoint(f"{o['name']} {o.get('shape') or ''}".strip(), o.get("phase"), int(o["count"]),
+                          float(o["flops"]), float(o["bytes"]), int(o["time_ns"]))
+            for o in ops if o.get("flops") and o.get("bytes") and o.get("time_ns")]
