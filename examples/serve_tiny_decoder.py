@@ -157,6 +157,10 @@ class Handler(BaseHTTPRequestHandler):
 class Server(ThreadingHTTPServer):
     daemon_threads = True
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if not isinstance(sys.exc_info()[1], ConnectionError):  # a client that connected and left
+            super().handle_error(request, client_address)
+
     def __init__(self, address: tuple[str, int], engine: Engine) -> None:
         super().__init__(address, Handler)
         self.engine = engine

@@ -158,7 +158,8 @@ def test_cli_json_and_csv(runs: tuple[Path, dict[str, str]]) -> None:
     res = run_cli("compare", ids["mi300x"], b, "--store", str(store), "-f", "json")
     assert res.returncode == 0, res.stderr
     doc = json.loads(res.stdout)
-    assert set(doc) == {"a", "b", "categories", "top_kernels"}
+    assert set(doc) == {"a", "b", "categories", "top_kernels", "serving"}
+    assert doc["serving"] == []  # no load-driven requests in these runs (tests/test_serving.py has them)
     assert (doc["a"], doc["b"]) == (ids["mi300x"], b)
     assert [c["category"] for c in doc["categories"]] == list(CATEGORIES)
     assert set(doc["categories"][0]) == {

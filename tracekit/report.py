@@ -8,6 +8,9 @@ Sections and the SQL behind them:
 * **Findings / metrics**: the ``findings`` and ``metrics`` views. A run with neither stored is
   analyzed first (:func:`tracekit.api.analyze_runs`, every registered analyzer, on a writer
   connection), so the report always shows the analyzers' verdict; the page says when it did so.
+* **Request latency** (load-driven runs only): TTFT, TPOT, ITL and e2e p50/p95/p99 from the
+  ``requests`` view (:func:`tracekit.analysis.serving.request_stats`), throughput, errors and the
+  stored ``usd_per_1m_output_tokens`` metric.
 * **Time by kernel category**: ``kernels`` grouped by
   :func:`tracekit.analysis.categories.category_case_sql` (falls back to
   ``coalesce(hlo_category, category)`` while that module is absent). Time is
@@ -105,6 +108,7 @@ class Report:
     hbm_bps: float | None = None  # B/s
     ridge: float | None = None  # FLOP/byte
     roof_note: str = ""
+    requests: Table | None = None  # request latency of a load-driven run (serving analyzer)
 
 
 def render_report(run_id: str, path: str | Path, store: str | Path | None = None) -> Path:
@@ -231,9 +235,36 @@ def collect(con: duckdb.DuckDBPyConnection, run_id: str, *, analyzed_now: bool =
                     note="No device activity; host ops instead.")
 
     rep = Report(run_id, header, analyzed_now, findings, metrics, categories, top)
+    rep.requests = request_latency_table(con, run_id)
     rep.points = roofline_points(con, run_id)
     _roofs(con, run_id, rep)
     return rep
+
+
+def request_latency_table(con: duckdb.DuckDBPyConnection, run_id: str) -> Table | None:
+    """The request-latency section: TTFT, TPOT, ITL and e2e p50/p95/p99 (ms) from ``requests``
+    (:func:`tracekit.analysis.serving.request_stats`), throughput, errors and the stored cost
+    per token; None for a run without requests."""
+    from tracekit.analysis.serving import request_stats
+
+    st = request_stats(con, run_id)
+    if st is None:
+        return None
+    names = {"ttft": "time to first token", "tpot": "time per output token", "itl": "inter-token latency",
+             "e2e": "end-to-end latency"}
+    rows = [(label, *(None if v is None else round(v, 3) for v in st.latency_ms[k])) for k, label in names.items()]
+    cost = con.execute(
+        "SELECT value FROM metrics WHERE run_id = ? AND name = 'usd_per_1m_output_tokens'", [run_id]
+    ).fetchall()
+    tps, rps = st.output_tokens_per_s, st.requests_per_s
+    note = (f"{st.requests} requests, {st.errors} with an error ({100 * st.error_rate:.1f} %), over "
+            f"{st.window_s or 0:.3f} s: {_fmt(None if tps is None else round(tps, 1))} output tokens/s, "
+            f"{_fmt(None if rps is None else round(rps, 2))} requests/s; token counts from "
+            f"{' and '.join(st.token_count_sources)}. "
+            + (f"Cost: ${cost[0][0]:.4f} per 1M output tokens." if cost and cost[0][0] is not None
+               else "Cost per token: no device price (see the serving finding).")
+            + " Latencies over the requests without error.")
+    return Table("Request latency", ["measure", "p50_ms", "p95_ms", "p99_ms"], rows, note=note)
 
 
 def roofline_points(con: duckdb.DuckDBPyConnection, run_id: str) -> list[RooflinePoint]:
@@ -391,6 +422,8 @@ def to_html(rep: Report) -> str:
                      "and their results stored.</p>")
     parts.append(_html_table(rep.findings, "findings"))
     parts.append(_html_table(rep.metrics, "metrics"))
+    if rep.requests is not None:
+        parts.append(_html_table(rep.requests, "requests"))
     parts.append(_html_table(rep.categories, "categories"))
     parts.append(_html_table(rep.top, "top"))
     parts.append("<h2>Roofline</h2>")
@@ -432,8 +465,9 @@ def to_markdown(rep: Report) -> str:
     if rep.analyzed_now:
         lines += [("The run had no stored findings; the analyzers were run for this report and their results "
                   "stored."), ""]
-    for t in (rep.findings, rep.metrics, rep.categories, rep.top):
-        lines.append(_md_table(t))
+    for t in (rep.findings, rep.metrics, rep.requests, rep.categories, rep.top):
+        if t is not None:
+            lines.append(_md_table(t))
     lines += ["## Roofline", "",
               f"Not drawn in Markdown (use an .html report): {len(rep.points)} costable ops. {rep.roof_note}", ""]
     return "\n".join(lines)

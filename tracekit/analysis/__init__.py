@@ -1,8 +1,8 @@
 """Analyzers: stateless classes registered by name that read a run from the store and write
 ``findings`` and ``metrics``; the hardware catalog they use (:mod:`tracekit.analysis.hardware`).
 
-Built in: ``compile_churn``, ``wave_stalls``, ``padding_waste``, ``memory_bound_decode`` and
-``launch_idle`` (see docs/findings.md); a plugin registers the same way, by subclassing
+Built in: ``compile_churn``, ``wave_stalls``, ``padding_waste``, ``memory_bound_decode``,
+``launch_idle`` and ``serving`` (see docs/findings.md); a plugin registers the same way, by subclassing
 :class:`Analyzer` with a ``name``.
 """
 
@@ -10,6 +10,7 @@ from tracekit.analysis import compile_churn as _compile_churn  # noqa: F401  (re
 from tracekit.analysis import launch_idle as _launch_idle  # noqa: F401  (registers itself)
 from tracekit.analysis import memory_bound_decode as _memory_bound_decode  # noqa: F401  (registers itself)
 from tracekit.analysis import padding_waste as _padding_waste  # noqa: F401  (registers itself)
+from tracekit.analysis import serving as _serving  # noqa: F401  (registers itself)
 from tracekit.analysis import wave_stalls as _wave_stalls  # noqa: F401  (registers itself)
 from tracekit.analysis.base import ANALYZERS, Analyzer, AnalyzerResult, Finding, Metric, analyze_run
 
