@@ -353,6 +353,9 @@ def test_request_latency_histogram_from_the_requests_view(
         counts, edges = np.histogram(values / 1e6, bins=40)
         assert hists[col].counts == counts.tolist()
         assert hists[col].edges_ms == pytest.approx(edges.tolist())
+    from tracekit.api import analyze_runs
+
+    analyze_runs([res.run_id], store)  # the serving analyzer turns the requests into metrics
     port = _free_port()
     proc = _start([sys.executable, "-c", "from tracekit.cli.main import main; main()", "dashboard",
                    "--store", str(store), "--port", str(port)], f"http://127.0.0.1:{port}/")
@@ -360,6 +363,8 @@ def test_request_latency_histogram_from_the_requests_view(
         _open(browser, f"http://127.0.0.1:{port}/run?run={res.run_id}", "#hist-ttft_ns .bars path")
         assert "time to first token: 300 requests" in browser.find_element(By.ID, "hist-ttft_ns").text
         assert "end-to-end latency: 300 requests" in browser.find_element(By.ID, "hist-e2e_ns").text
+        cards = browser.find_element(By.ID, "serving-metrics").text
+        assert f"ttft_p95_ms\n{np.percentile(ttft / 1e6, 95):.4g} ms" in cards
         _shot(browser, "run-requests")
     finally:
         _stop(proc)

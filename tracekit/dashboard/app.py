@@ -418,6 +418,10 @@ def page_compare(con: duckdb.DuckDBPyConnection, params: dict[str, list[str]], s
     out += [html.H3("By category"), dcc.Graph(id="compare-categories", figure=fig),
             _note("delta = B − A; green: B spends less time, red: more."),
             _table("compare-categories-table", cats, style_data_conditional=_delta_styles("delta_ms"))]
+    s_cols, s_rows = res.get("serving", ([], []))
+    if s_rows:  # request-level metrics of the serving analyzer, when either run was load-driven
+        out.append(html.H3("Requests (serving metrics)"))
+        out.append(_table("compare-serving-table", [dict(zip(s_cols, r)) for r in s_rows]))
     k_cols, k_rows = res["top_kernels"]
     out.append(html.H3("Kernels that moved most, per category"))
     out.append(_table("compare-kernels-table", [dict(zip(k_cols, r)) for r in k_rows],
