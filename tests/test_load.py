@@ -45,12 +45,12 @@ def test_ttft_and_itl_match_the_server_delays() -> None:
         assert r.output_tokens == 8 and len(r.itl_ns) == 7
         assert r.prompt_tokens == 13  # the server's usage (words + 1), not the client's 12
         assert r.ttft_ns is not None and r.ttft_ns >= 50 * MS  # the server sleeps 50 ms first
-        assert r.e2e_ns >= r.ttft_ns + 70 * MS
+        assert r.e2e_ns >= 120 * MS  # the server takes 50 + 7·10 ms
         assert res.started_ns <= r.start_ns <= res.ended_ns
     ttft = statistics.median(r.ttft_ns for r in recs if r.ttft_ns is not None)
     itl = statistics.median(g for r in recs for g in r.itl_ns)
-    assert 50 * MS <= ttft <= 100 * MS  # generous: 2 shared cores
-    assert 8 * MS <= itl <= 20 * MS
+    assert 50 * MS <= ttft <= 130 * MS  # generous upper bound: 2 shared, busy cores
+    assert 6 * MS <= itl <= 25 * MS  # generous: bursts when the client thread runs late
     s = res.summary()
     assert s.requests == len(recs) and s.errors == 0 and s.output_tokens == 8 * len(recs)
     assert s.tpot_ms.p50 is not None and 9.5 <= s.tpot_ms.p50 <= 25.0  # (e2e − ttft) / 7
@@ -146,16 +146,15 @@ def test_rate_mode_poisson_arrivals() -> None:
     with serve(Behaviour(token_interval_s=0.001)) as (url, st):
         res = run_load(LoadSpec(url, duration_s=duration, rate_rps=rate, max_tokens=2, seed=seed))
     n = len(res.records)
-    assert abs(n - len(schedule)) <= 1  # the last arrival may fall either side of the deadline
+    assert n == len(schedule)  # every arrival scheduled inside the duration is sent
     assert abs(n - rate * duration) <= 4 * (rate * duration) ** 0.5  # Poisson: within 4 σ
     starts = sorted((r.start_ns - res.started_ns) / 1e9 for r in res.records)
-    lag = [s - p for s, p in zip(starts, schedule, strict=False)]
-    assert statistics.median(lag) < 0.02  # each request leaves at its scheduled arrival (s)
-    gaps = [b - a for a, b in itertools.pairwise(starts)]
+    lag = [s - p for s, p in zip(starts, schedule, strict=True)]
+    # each request leaves at its scheduled arrival (s), give or take the scheduling of a busy machine
+    assert min(lag) > -0.005 and statistics.median(lag) < 0.02
+    assert sum(x < 0.05 for x in lag) >= 0.9 * n
     planned = [b - a for a, b in itertools.pairwise(schedule)]
     assert statistics.mean(planned) == pytest.approx(1 / rate, rel=0.2)  # exponential gaps: mean 1/rate
-    assert statistics.mean(gaps) == pytest.approx(statistics.mean(planned), rel=0.1)
-    assert statistics.pstdev(gaps) == pytest.approx(statistics.pstdev(planned), rel=0.2)
     assert st.max_in_flight >= 1
 
 

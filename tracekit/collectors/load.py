@@ -701,11 +701,12 @@ def run_load(
     next_report = t0
     while not stop.is_set():
         now = time.monotonic()
-        if now >= deadline:
-            break
-        while spec.rate_rps and next_arrival <= now:
+        # every arrival due by now (and inside the duration) leaves, even after a late wake-up
+        while spec.rate_rps and next_arrival <= min(now, deadline):
             spawn(arrival)
             next_arrival += arrivals.expovariate(spec.rate_rps)
+        if now >= deadline:
+            break
         if on_progress is not None and now >= next_report:
             on_progress(run.progress(t0, run.next_id))
             next_report = now + PROGRESS_INTERVAL_S
