@@ -330,19 +330,27 @@ def _rocpd_rows(db: Path) -> tuple[list[tuple[int, int, int, int, int, int, int]
     return rows, int(cus)
 
 
+def _check_waves(path: Path, tmp_path: Path, rows: list[tuple[int, int, int, int, int, int, int]],
+                 cus: int) -> Any:
+    """Analyze ``path``; its wave metrics and finding must match those computed from ``rows``."""
+    lw, frac, wasted = _expected_waves(rows, cus)
+    res, _, _ = _analyze(path, tmp_path)
+    m = _metrics(res)
+    assert m["last_wave_efficiency"] == pytest.approx(lw, rel=1e-12)
+    assert m["wave_quantization_fraction"] == pytest.approx(frac, rel=1e-12)
+    [f] = [f for f in res.findings if f.title.startswith("GPU wave tails")]
+    assert f.saving_ns == pytest.approx(wasted, abs=2)
+    return f
+
+
 def test_amd_wave_quantization_rocpd_sample_and_cpx(tmp_path: Path) -> None:
     import shutil
     import sqlite3
 
     rows, cus = _rocpd_rows(ROCPD_SAMPLE)
     assert cus == 304
-    lw, frac, wasted = _expected_waves(rows, cus)
-    res, _, _ = _analyze(ROCPD_SAMPLE, tmp_path)
-    m = _metrics(res)
-    assert m["last_wave_efficiency"] == pytest.approx(lw, rel=1e-12)
-    assert m["wave_quantization_fraction"] == pytest.approx(frac, rel=1e-12)
-    [f] = [f for f in res.findings if f.title.startswith("GPU wave tails")]
-    assert f.saving_ns == pytest.approx(wasted, abs=2)
+    _, frac, _ = _expected_waves(rows, cus)
+    f = _check_waves(ROCPD_SAMPLE, tmp_path, rows, cus)
     top = f.evidence["kernels"][0]
     # the MT64x32x256 GEMM: 448 workgroups, LDS 33792 B → one per CU (64 KiB), 304 CUs → 2 waves
     assert (top["blocks"], top["resident_blocks_per_cu"], top["limited_by"], top["waves"]) == (448, 1, "lds", 2)
@@ -386,13 +394,8 @@ def test_amd_wave_quantization_rocprofv3_csv_from_raw_rows(tmp_path: Path) -> No
         rows.append((math.prod(math.ceil(g / w) for g, w in zip(grid, wg)), math.prod(wg), int(r["VGPR_Count"]),
                      int(r["Accum_VGPR_Count"]), int(r["SGPR_Count"]), int(r["LDS_Block_Size"]),
                      int(r["End_Timestamp"]) - int(r["Start_Timestamp"])))
-    lw, frac, wasted = _expected_waves(rows, cus)
-    res, _, _ = _analyze(folder, tmp_path)
-    m = _metrics(res)
-    assert m["last_wave_efficiency"] == pytest.approx(lw, rel=1e-12)
-    assert m["wave_quantization_fraction"] == pytest.approx(frac, rel=1e-12)
-    [f] = [f for f in res.findings if f.title.startswith("GPU wave tails")]
-    assert f.saving_ns == pytest.approx(wasted, abs=2) and f.severity == "info"  # 6.2 % of kernel time
+    f = _check_waves(folder, tmp_path, rows, cus)
+    assert f.severity == "info"  # 6.2 % of kernel time
     # the rocpd rendering of the same capture (static + dynamic LDS) agrees with its own raw rows
     rows_db, cus_db = _rocpd_rows(V3 / "vllm_mi300x_decode_results.db")
     _, frac_db, _ = _expected_waves(rows_db, cus_db)

@@ -288,10 +288,8 @@ DOCS_SKIPPED = {
     "hip_domain_stats.csv",
     "memory_allocation_trace.csv",
     "scratch_memory_trace.csv",
-    "pc_sampling_host_trap.csv",
-    "pc_sampling_host_trap_debug.csv",
-    "pc_sampling_stochastic_debug.csv",
 }
+DOCS_PC_SAMPLES = ("pc_sampling_host_trap.csv", "pc_sampling_host_trap_debug.csv", "pc_sampling_stochastic_debug.csv")
 
 
 @needs_rocprof
@@ -331,6 +329,9 @@ def test_docs_samples_every_csv_type_ingests_or_is_skipped_with_a_reason(store: 
     assert _q(store, "SELECT sum(value) FROM counters WHERE run_id = ?", [run])[0][0] == pytest.approx(
         want_counters
     )
+    # PC samples are stored (view pc_samples); stochastic rows carry a stall reason
+    assert _q(store, "SELECT count(*), count(stall_reason) FROM pc_samples WHERE run_id = ?", [run])[0] == (
+        count(DOCS_PC_SAMPLES), count(["pc_sampling_stochastic_debug.csv"]))
     n_skipped_records = count(n for n in DOCS_SKIPPED if "stats" not in n)
     assert _q(store, "SELECT n_skipped_events FROM runs WHERE run_id = ?", [run])[0][0] == n_skipped_records
 

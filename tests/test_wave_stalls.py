@@ -273,6 +273,9 @@ def test_bundled_amd_sample_names_the_missing_stall_counters(tmp_path: Path) -> 
     assert f["evidence"]["missing"] == [c for c in STALL_COUNTERS if c not in present]
     assert f["evidence"]["present"] == sorted(present)
     assert metrics["stall_weighted_time_fraction"] is None and metrics["stall_coverage"] == 0
+    # no PC samples in this capture: said, with the options that collect them
+    assert f["evidence"]["pc_samples"] == 0 == metrics["pc_samples"] and metrics["pc_stalled_sample_fraction"] is None
+    assert "no PC samples" in f["detail"] and "--pc-sampling-method stochastic" in f["detail"]
 
 
 def test_cpu_run_gets_no_wave_stall_finding(tmp_path: Path) -> None:
@@ -285,3 +288,117 @@ def test_rocprofv3_line_fits_one_pass() -> None:
     pmc = line.split("--pmc ", 1)[1].split(" --", 1)[0].split()
     assert pmc == list(STALL_COUNTERS) and line.endswith("-- python serve.py")
     assert sum(c.startswith("SQ_") for c in pmc) <= 8 and sum(c.startswith("GRBM_") for c in pmc) <= 2
+
+
+# ---- PC-sampling stall-reason histograms (SYNTHETIC samples: sample_traces/make_amd_pc_samples.py) ----
+
+PC_CSV = SAMPLES / "amd_synthetic_pc_csv"
+PC_ROCPD = SAMPLES / "amd_synthetic_pc_rocpd" / "27182_results.db"
+_REASON = "ROCPROFILER_PC_SAMPLING_INSTRUCTION_NOT_ISSUED_REASON_"
+
+
+def _pc_expected(samples: list[tuple[str, bool, str]], time: dict[str, float]) -> dict[str, Any]:
+    """From raw (kernel, wave issued, reason) samples and kernel times: per-kernel bucket fractions,
+    the time-weighted stalled and WAITCNT fractions and the kernel ranked first."""
+    counts: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    for kernel, issued, reason in samples:
+        counts[kernel]["ISSUED" if issued else reason] += 1
+    frac = {k: {b: n / sum(c.values()) for b, n in c.items()} for k, c in counts.items()}
+    stalled = {k: 1 - f.get("ISSUED", 0.0) for k, f in frac.items()}
+    waitcnt = {k: f.get("WAITCNT", 0.0) for k, f in frac.items()}
+    lead = max(frac, key=lambda k: time[k] * stalled[k])
+    return {"fractions": frac, "stalled": _weighted(time, stalled), "waitcnt": _weighted(time, waitcnt),
+            "lead": lead, "lead_stall_ns": time[lead] * stalled[lead], "n": len(samples)}
+
+
+def _pc_check(tmp_path: Path, path: Path, want: dict[str, Any]) -> None:
+    _, metrics, findings = _analyze(tmp_path, path)
+    assert metrics["pc_stalled_sample_fraction"] == pytest.approx(want["stalled"], rel=1e-12)
+    assert metrics["pc_waitcnt_sample_fraction"] == pytest.approx(want["waitcnt"], rel=1e-12)
+    [f] = [f for f in findings if f["title"].startswith("PC samples:")]
+    assert f["severity"] == ("critical" if want["stalled"] >= 0.75 else "warning" if want["stalled"] >= 0.5 else "info")
+    assert f["evidence"]["samples"]["stochastic"] == want["n"]
+    lead = f["evidence"]["kernels"][0]
+    assert lead["kernel"] == want["lead"] and lead["stall_weighted_ns"] == round(want["lead_stall_ns"])
+    assert lead["fractions"] == pytest.approx(want["fractions"][want["lead"]], rel=1e-12)
+    assert f"{want['waitcnt']:.0%}" in f["title"] and "WAITCNT" in f["title"]
+    # the counter finding no longer says PC samples are missing
+    [missing] = [f for f in findings if f["title"].startswith("Wave-stall counters missing")]
+    assert missing["evidence"]["pc_samples"] == metrics["pc_samples"] and "no PC samples" not in missing["detail"]
+
+
+def test_pc_sampling_stall_histogram_from_the_csv_files(tmp_path: Path) -> None:
+    [kt] = PC_CSV.glob("*_kernel_trace.csv")
+    name, time = {}, defaultdict(float)
+    for r in csv.DictReader(kt.open()):
+        name[r["Dispatch_Id"]] = r["Kernel_Name"]
+        time[r["Kernel_Name"]] += int(r["End_Timestamp"]) - int(r["Start_Timestamp"])
+    [st] = PC_CSV.glob("*_pc_sampling_stochastic.csv")
+    samples = [(name[r["Dispatch_Id"]], r["Wave_Issued_Instruction"] == "1", r["Stall_Reason"].removeprefix(_REASON))
+               for r in csv.DictReader(st.open())]
+    want = _pc_expected(samples, time)
+    assert want["stalled"] >= 0.75 and want["lead"].startswith("void wvSpltK")  # the lm_head GEMV
+    _pc_check(tmp_path, PC_CSV, want)
+
+
+def test_pc_sampling_stall_histogram_from_the_rocpd_view(tmp_path: Path) -> None:
+    names = ["NONE", "NO_INSTRUCTION_AVAILABLE", "ALU_DEPENDENCY", "WAITCNT", "INTERNAL_INSTRUCTION", "BARRIER_WAIT",
+             "ARBITER_NOT_WIN", "ARBITER_WIN_EX_STALL", "OTHER_WAIT", "SLEEP_WAIT"]  # pc_sampling.h order
+    db = sqlite3.connect(f"file:{PC_ROCPD}?mode=ro", uri=True)
+    kernel = dict(db.execute("""SELECT d.dispatch_id, s.display_name FROM rocpd_kernel_dispatch d
+                                JOIN rocpd_info_kernel_symbol s ON s.id = d.kernel_id""").fetchall())
+    time: dict[str, float] = defaultdict(float)
+    for k, dur in db.execute("""SELECT s.display_name, d."end" - d.start FROM rocpd_kernel_dispatch d
+                                JOIN rocpd_info_kernel_symbol s ON s.id = d.kernel_id""").fetchall():
+        time[k] += dur
+    # the SDK's pc_sampling view (data_views.sql); sampling_method 1 = stochastic
+    samples = [(kernel[int(d)], issued == 1, names[int(reason)]) for d, issued, reason in db.execute(
+        "SELECT dispatch_id, wave_issued, stall_reason FROM pc_sampling WHERE sampling_method = 1").fetchall()]
+    n_host_trap = db.execute("SELECT count(*) FROM pc_sampling WHERE sampling_method = 2").fetchall()[0][0]
+    db.close()
+    want = _pc_expected(samples, time)
+    _pc_check(tmp_path, PC_ROCPD, want)
+    con = duckdb.connect(str(tmp_path / "s.duckdb"), read_only=True)
+    assert con.execute("SELECT count(*) FROM pc_samples WHERE method = 'host_trap'").fetchall()[0][0] == n_host_trap
+    con.close()
+
+
+@_needs(CORPUS / "rocprof" / "rocprofv3-docs-samples")
+def test_pc_sampling_host_trap_only_histogram_of_instructions(tmp_path: Path) -> None:
+    """rocprofv3's own host-trap sample: instructions but no stall reasons, no kernel trace."""
+    path = CORPUS / "rocprof" / "rocprofv3-docs-samples" / "pc_sampling_host_trap.csv"
+    by_dispatch: dict[str, list[str]] = defaultdict(list)
+    for r in csv.DictReader(path.open()):
+        by_dispatch[r["Dispatch_Id"]].append(r["Instruction"].split(" ")[0])
+    lead = min(by_dispatch, key=lambda d: (-len(by_dispatch[d]), f"dispatch {d}"))
+    share = sum(i.startswith("s_waitcnt") for i in by_dispatch[lead]) / len(by_dispatch[lead])
+    _, metrics, findings = _analyze(tmp_path, path)
+    [f] = [f for f in findings if f["title"].startswith("PC samples")]
+    assert f["severity"] == "info" and "host trap, no stall reasons" in f["title"]
+    assert f"dispatch {lead} spends {share:.0%} of its samples in s_waitcnt" in f["title"]
+    assert f["evidence"]["host_trap_kernels"][0]["waitcnt_fraction"] == pytest.approx(share)
+    assert metrics["pc_samples"] == sum(len(v) for v in by_dispatch.values())
+    assert metrics["pc_stalled_sample_fraction"] is None  # no issue state in host-trap samples
+    assert "--pc-sampling-method stochastic" in f["detail"]
+
+
+def test_pc_samples_agree_between_rocpd_and_csv_and_match_the_raw_rows(tmp_path: Path) -> None:
+    store = tmp_path / "s.duckdb"
+    runs = {p: tracekit.ingest([p], store=store)[0].run_id for p in (PC_CSV, PC_ROCPD)}
+    con = duckdb.connect(str(store), read_only=True)
+    cols = ("timestamp_ns, dispatch_id, correlation_id, kernel_name, method, exec_mask, instruction, "
+            "instruction_comment, wave_issued, instruction_type, stall_reason, wave_count")
+    got = {p: con.execute(f"SELECT {cols} FROM pc_samples WHERE run_id = ? ORDER BY ALL", [r]).fetchall()
+           for p, r in runs.items()}
+    [(n_skipped,)] = con.execute("SELECT n_skipped_events FROM runs WHERE run_id = ?",
+                                 [runs[PC_ROCPD]]).fetchall()
+    con.close()
+    assert got[PC_CSV] == got[PC_ROCPD]
+    raw = []
+    for method in ("stochastic", "host_trap"):
+        [f] = PC_CSV.glob(f"*_pc_sampling_{method}.csv")
+        for r in csv.DictReader(f.open()):
+            raw.append((int(r["Sample_Timestamp"]), int(r["Dispatch_Id"]), method, int(r["Exec_Mask"]),
+                        r["Instruction"], r.get("Stall_Reason", "").removeprefix(_REASON) or None))
+    assert sorted(raw) == sorted((g[0], g[1], g[4], g[5], g[6], g[10]) for g in got[PC_CSV])
+    assert n_skipped == 0  # PC samples are stored records, not skipped ones

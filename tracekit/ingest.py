@@ -217,9 +217,10 @@ def _write_run(
     if override_captured_at is not None:  # given by the user (--captured-at): wins over the trace
         captured_at = override_captured_at
     n_events = sum(r.n_trace_events for r in ctx.ranks)
-    n_dev, n_host = con.execute(
+    n_dev, n_host, n_pc = con.execute(
         """SELECT (SELECT count(*) FROM device_activity WHERE run_id = $r),
-                  (SELECT count(*) FROM host_events WHERE run_id = $r)""",
+                  (SELECT count(*) FROM host_events WHERE run_id = $r),
+                  (SELECT count(*) FROM pc_sample_rows WHERE run_id = $r)""",
         {"r": item.run_id},
     ).fetchall()[0]
     con.execute(
@@ -242,7 +243,7 @@ def _write_run(
             "n_ranks": len({r.rank for r in ctx.ranks}),
             "input_bytes": item.input_bytes,
             "n_events": n_events,
-            "n_skipped": n_events - n_dev - n_host,
+            "n_skipped": n_events - n_dev - n_host - n_pc,  # PC samples are stored records too
             "version": __version__,
         },
     )

@@ -2,7 +2,7 @@
 
 Base tables hold what the parsers write; the *views* ``runs``, ``kernels``, ``ops``,
 ``runtime_calls``, ``launches``, ``kernel_ops``, ``graph_launches``, ``annotations``, ``syncs``,
-``devices``, ``ranks``, ``counters``, ``compiles``, ``op_costs``, ``xla_modules``,
+``devices``, ``ranks``, ``counters``, ``pc_samples``, ``compiles``, ``op_costs``, ``xla_modules``,
 ``module_executions`` and ``requests``
 are the public contract that tests, the dashboard, CI alerts and outside scripts query.
 Columns may be added to them; existing names never change. ``docs/schema.md`` documents every
@@ -257,6 +257,22 @@ CREATE TABLE request_rows (  -- load driver: one row per request (tracekit.colle
     error           VARCHAR,
     token_count_source VARCHAR NOT NULL
 );
+CREATE TABLE pc_sample_rows (
+    run_id          VARCHAR NOT NULL,
+    rank            INTEGER NOT NULL,
+    device          INTEGER,
+    dispatch_id     BIGINT,
+    correlation_id  BIGINT,
+    timestamp_ns    BIGINT,
+    method          VARCHAR NOT NULL,
+    exec_mask       UBIGINT,
+    instruction     VARCHAR,
+    instruction_comment VARCHAR,
+    wave_issued     BOOLEAN,
+    instruction_type VARCHAR,
+    stall_reason    VARCHAR,
+    wave_count      INTEGER
+);
 CREATE TABLE xla_module_meta (
     run_id          VARCHAR NOT NULL,
     rank            INTEGER NOT NULL,
@@ -306,6 +322,15 @@ SELECT run_id, request_id, start_ns, ttft_ns, e2e_ns, start_ns + e2e_ns AS end_n
        CASE WHEN error IS NULL AND ttft_ns IS NOT NULL AND output_tokens > 1
             THEN (e2e_ns - ttft_ns) / (output_tokens - 1) END AS tpot_ns
 FROM request_rows;
+
+CREATE OR REPLACE VIEW pc_samples AS  -- AMD PC samples (rocprofv3 --pc-sampling-*), with their kernel
+SELECT p.run_id, p.rank, coalesce(p.device, k.device) AS device, p.dispatch_id, p.correlation_id,
+       k.name AS kernel_name, p.timestamp_ns, p.method, p.exec_mask, p.instruction,
+       p.instruction_comment, p.wave_issued, p.instruction_type, p.stall_reason, p.wave_count
+FROM pc_sample_rows p
+LEFT JOIN (SELECT run_id, rank, dispatch_id, any_value(name) AS name, any_value(device) AS device
+           FROM device_activity WHERE category = 'kernel' AND dispatch_id IS NOT NULL GROUP BY ALL) k
+  ON k.run_id = p.run_id AND k.rank = p.rank AND k.dispatch_id = p.dispatch_id;
 
 CREATE OR REPLACE VIEW counters AS
 SELECT run_id, rank, device, correlation_id, dispatch_id, kernel_name, counter, value, pass
@@ -502,7 +527,7 @@ MIGRATIONS: dict[int, Migration] = {}
 
 _RUN_TABLES = (
     "device_activity", "host_events", "device_meta", "rank_meta", "xla_op_costs", "xla_module_meta",
-    "counter_values", "finding_rows", "metric_rows", "token_length_rows", "request_rows", "run_meta",
+    "counter_values", "pc_sample_rows", "finding_rows", "metric_rows", "token_length_rows", "request_rows", "run_meta",
 )
 
 

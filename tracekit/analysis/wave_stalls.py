@@ -32,14 +32,22 @@ Math (per kernel name; "time" = Σ ``dur_ns`` of its ``kernels`` rows, TPU ``dev
   the device's ``XLA TraceMe`` line, as a share of the device's op window (first op start to last
   op end).
 * run metrics are time-weighted over the kernels that have the quantity.
+* AMD PC samples (view ``pc_samples``; rocprofv3 ``--pc-sampling-method stochastic|host_trap``):
+  per kernel, the fraction of its samples in each state: ``ISSUED`` (``wave_issued``) or the
+  stall reason of a wave that did not issue (``WAITCNT``, ``ALU_DEPENDENCY``,
+  ``ARBITER_WIN_EX_STALL``, …; rocprofiler-sdk ``pc_sampling.h``). Stalled fraction = 1 − issued
+  share; kernels are ranked by time × stalled fraction; run metrics weight each kernel's fractions
+  by its time. Host-trap samples carry no issue state or reason: their histogram is over
+  instruction mnemonics (the ``s_waitcnt`` share is a memory-wait proxy). A sample is one wave's
+  state at one instant, so the fractions are of sampled wave time.
 
 Thresholds: see the module constants (fractions 0..1; shares of kernel time). The ranking finding
 is ``critical``/``warning`` from the stall-weighted time fraction when it rests on wave counters;
 an occupancy-only ranking is at most a ``warning`` (low mean occupancy). An AMD run missing any of
-the wave-stall counters gets an ``info`` finding with the exact one-pass ``rocprofv3`` line.
+the wave-stall counters gets an ``info`` finding with the exact one-pass ``rocprofv3`` line, and
+says when the capture has no PC samples (with the ``rocprofv3`` options that collect them).
 No saving is estimated: stalled time is not removable as such. CPU-only runs (``runs.vendor =
-'cpu'``) get neither findings nor metrics. PC samples are not stored by tracekit, so no
-stall-reason histogram is computed; the missing-counter finding says when a capture had them.
+'cpu'``) get neither findings nor metrics.
 """
 
 from __future__ import annotations
@@ -69,6 +77,26 @@ STALL_COUNTERS = ("SQ_WAVES", "SQ_WAVE_CYCLES", "SQ_WAIT_ANY", "SQ_WAIT_INST_ANY
                   "GRBM_GUI_ACTIVE")
 TPU_DMA_WAIT_CATEGORIES = ("copy-done", "recv-done", "send-done")
 TPU_SYNC_WAITS = ("barrier-cores", "dependency-wait")
+
+
+#: What a wave that did not issue was waiting for (rocprofiler-sdk ``pc_sampling.h``), and what to do.
+PC_STALL_MEANING = {
+    "WAITCNT": "waits in s_waitcnt for memory (vmcnt) or LDS/scalar (lgkmcnt) results: memory latency or "
+               "bandwidth bound; keep more loads in flight or reuse data",
+    "ALU_DEPENDENCY": "waits for a previous ALU result: a dependency chain; interleave independent work",
+    "ARBITER_WIN_EX_STALL": "was picked but pushed back by a busy execution pipe (MFMA/VALU saturated): "
+                            "bound by that pipe",
+    "ARBITER_NOT_WIN": "lost issue arbitration to other waves on the SIMD",
+    "BARRIER_WAIT": "waits at s_barrier: workgroup imbalance or frequent synchronization",
+    "NO_INSTRUCTION_AVAILABLE": "had no instruction ready: instruction-cache misses or branches",
+    "INTERNAL_INSTRUCTION": "executes an internal instruction",
+    "OTHER_WAIT": "waits for something else (e.g. an XNACK)",
+    "SLEEP_WAIT": "sleeps (s_sleep)",
+    "NONE": "did not issue, without a reason",
+}
+#: rocprofv3 options that collect stochastic PC samples (MI300 and later; MI200: host_trap, time)
+PC_SAMPLING_OPTIONS = ("--pc-sampling-beta-enabled --pc-sampling-method stochastic --pc-sampling-unit cycles "
+                       "--pc-sampling-interval 1048576 --kernel-trace")
 
 
 def rocprofv3_command(command: str | None = None, counters: tuple[str, ...] = STALL_COUNTERS) -> str:
@@ -112,7 +140,113 @@ class WaveStalls(Analyzer, name="wave_stalls"):
             missing = self._missing_counters(con, run_id, rows)
             if missing is not None:
                 res.findings.append(missing)
+        pc_finding, pc_metrics = self._pc_samples(con, run_id, vendor[0][0] == "amd")
+        res.metrics += pc_metrics
+        if pc_finding is not None:
+            res.findings.append(pc_finding)
         return res
+
+    # ------------------------------------------------------------------------------------------
+    # PC samples
+
+    @staticmethod
+    def _pc_samples(
+        con: duckdb.DuckDBPyConnection, run_id: str, amd: bool
+    ) -> tuple[Finding | None, list[Metric]]:
+        """Per-kernel stall-reason histograms from the ``pc_samples`` view (module docstring)."""
+        rows = con.execute(
+            """WITH s AS (
+                 SELECT coalesce(kernel_name, 'dispatch ' || coalesce(CAST(dispatch_id AS VARCHAR), '?')) AS kernel,
+                        method,
+                        CASE WHEN method <> 'stochastic' THEN split_part(trim(coalesce(instruction, '')), ' ', 1)
+                             WHEN wave_issued THEN 'ISSUED' ELSE coalesce(stall_reason, 'NONE') END AS bucket
+                 FROM pc_samples WHERE run_id = ?),
+               t AS (SELECT name AS kernel, sum(dur_ns) AS time_ns FROM kernels
+                     WHERE run_id = ? AND category = 'kernel' GROUP BY name)
+               SELECT s.method, s.kernel, s.bucket, count(*), any_value(coalesce(t.time_ns, 0))
+               FROM s LEFT JOIN t USING (kernel) GROUP BY ALL""",
+            [run_id, run_id],
+        ).fetchall()
+        if not rows:
+            if not amd:
+                return None, []
+            return None, [Metric("pc_samples", 0, "count", "higher"),
+                          Metric("pc_stalled_sample_fraction", None, "fraction", "lower"),
+                          Metric("pc_waitcnt_sample_fraction", None, "fraction", "lower")]
+        per: dict[tuple[str, str], dict[str, Any]] = {}
+        for method, kernel, bucket, n, t in rows:
+            k = per.setdefault((method, kernel), {"kernel": kernel, "method": method, "time_ns": int(t),
+                                                  "samples": 0, "counts": {}})
+            k["samples"] += int(n)
+            k["counts"][bucket] = k["counts"].get(bucket, 0) + int(n)
+        kernels = []
+        for k in per.values():
+            k["fractions"] = {b: c / k["samples"] for b, c in sorted(k["counts"].items(), key=lambda x: -x[1])}
+            if k["method"] == "stochastic":
+                k["stalled_fraction"] = 1 - k["fractions"].get("ISSUED", 0.0)
+                k["stall_weighted_ns"] = round(k["time_ns"] * k["stalled_fraction"])
+                reasons = [b for b in k["fractions"] if b != "ISSUED"]
+                k["top_reason"] = reasons[0] if reasons else None
+            else:
+                k["waitcnt_fraction"] = sum(f for b, f in k["fractions"].items() if b.startswith("s_waitcnt"))
+            kernels.append(k)
+        stochastic = sorted((k for k in kernels if k["method"] == "stochastic"),
+                            key=lambda k: (-k["stall_weighted_ns"], -k["samples"], k["kernel"]))
+        host_trap = sorted((k for k in kernels if k["method"] != "stochastic"),
+                           key=lambda k: (-k["time_ns"] * k["waitcnt_fraction"], -k["samples"], k["kernel"]))
+        timed = [k for k in stochastic if k["time_ns"] > 0]
+        total_t = sum(k["time_ns"] for k in timed)
+
+        def weighted(value: Any) -> float | None:
+            return sum(k["time_ns"] * value(k) for k in timed) / total_t if total_t else None
+
+        stalled = weighted(lambda k: k["stalled_fraction"])
+        reasons = sorted({b for k in timed for b in k["fractions"] if b != "ISSUED"})
+        by_reason = {r: weighted(lambda k, r=r: k["fractions"].get(r, 0.0)) for r in reasons}
+        metrics = [Metric("pc_samples", float(sum(k["samples"] for k in kernels)), "count", "higher"),
+                   Metric("pc_stalled_sample_fraction", stalled, "fraction", "lower"),
+                   Metric("pc_waitcnt_sample_fraction", by_reason.get("WAITCNT", 0.0) if timed else None,
+                          "fraction", "lower")]
+        evidence: dict[str, Any] = {
+            "samples": {m: sum(k["samples"] for k in kernels if k["method"] == m)
+                        for m in sorted({k["method"] for k in kernels})},
+            "stalled_sample_fraction": stalled,
+            "reason_fractions": dict(sorted(by_reason.items(), key=lambda x: -(x[1] or 0))),
+            "kernels": [_pc_row(k) for k in stochastic[:TOP_N]],
+            "host_trap_kernels": [_pc_row(k) for k in host_trap[:TOP_N]],
+            "thresholds": {"warning": STALL_WARNING_FRACTION, "critical": STALL_CRITICAL_FRACTION},
+        }
+        severity: Severity = "info"
+        if stochastic and stalled is not None:
+            if stalled >= STALL_CRITICAL_FRACTION:
+                severity = "critical"
+            elif stalled >= STALL_WARNING_FRACTION:
+                severity = "warning"
+            lead = stochastic[0]
+            top = max(by_reason, key=lambda r: by_reason[r] or 0.0) if by_reason else None
+            title = (f"PC samples: waves stalled in {stalled:.0%} of samples, time-weighted"
+                     + (f" (most often {top}, {by_reason[top]:.0%})" if top else "")
+                     + f"; top: {_short(lead['kernel'])} ({lead['stall_weighted_ns'] / 1e6:.3f} ms stall-weighted "
+                       f"of {lead['time_ns'] / 1e6:.3f} ms)")
+            lines = []
+            for k in stochastic[:3]:
+                hist = ", ".join(f"{b} {f:.0%}" for b, f in list(k["fractions"].items())[:4])
+                meaning = PC_STALL_MEANING.get(k["top_reason"] or "", "")
+                lines.append(f"{_short(k['kernel'])}: {k['samples']} samples, stalled {k['stalled_fraction']:.0%} "
+                             f"({hist})" + (f"; top stall {k['top_reason']}: a wave that {meaning}" if meaning else "")
+                             + ".")
+            detail = " ".join(lines) + (
+                f" From {evidence['samples'].get('stochastic', 0)} stochastic PC samples over {len(stochastic)} "
+                "kernels; a sample is one wave's state at one instant, so the fractions are of sampled wave time.")
+        else:
+            lead = host_trap[0]
+            title = (f"PC samples (host trap, no stall reasons): {_short(lead['kernel'])} spends "
+                     f"{lead['waitcnt_fraction']:.0%} of its samples in s_waitcnt")
+            detail = ("Host-trap samples record the instruction each sampled wave was at, not why it waited. "
+                      + " ".join(f"{_short(k['kernel'])}: " + ", ".join(
+                          f"{b} {f:.0%}" for b, f in list(k["fractions"].items())[:4]) + "." for k in host_trap[:3])
+                      + f" Stall reasons need stochastic sampling (MI300 and later): rocprofv3 {PC_SAMPLING_OPTIONS}.")
+        return Finding(severity=severity, title=title, detail=detail, evidence=evidence), metrics
 
     # ------------------------------------------------------------------------------------------
     # per-kernel tables: one dict per kernel name
@@ -346,24 +480,18 @@ class WaveStalls(Analyzer, name="wave_stalls"):
         if not missing:
             return None
         meta = con.execute(
-            """SELECT trace_metadata->>'$.command',
-                      coalesce(TRY_CAST(trace_metadata->>'$.counts.sample' AS BIGINT), 0),
-                      len(list_filter(coalesce(json_keys(trace_metadata->'$.skipped_files'), []),
-                                      lambda k: k LIKE '%pc_sampling%'))
-               FROM ranks WHERE run_id = ? ORDER BY rank""",
-            [run_id],
+            "SELECT trace_metadata->>'$.command' FROM ranks WHERE run_id = ? ORDER BY rank", [run_id]
         ).fetchall()
         command = next((m[0] for m in meta if m[0]), None)
-        pc_samples = sum(int(m[1]) for m in meta)
-        pc_files = sum(int(m[2]) for m in meta)
+        pc_samples = int(con.execute("SELECT count(*) FROM pc_samples WHERE run_id = ?", [run_id]).fetchall()[0][0])
         line = rocprofv3_command(command)
         supported = sorted({k for r in rows for k in ("occupancy", "mem_unit_busy", "write_unit_stalled", "ea_busy")
                             if r.get(k) is not None})
         have = f" What the collected counters support: {', '.join(supported)}." if supported else ""
         pc = ""
-        if pc_samples or pc_files:
-            pc = (" PC-sampling records are present but tracekit does not store them, so no stall-reason "
-                  "histogram is shown.")
+        if not pc_samples:
+            pc = (" The capture has no PC samples either, so there are no per-instruction stall reasons; "
+                  f"rocprofv3 {PC_SAMPLING_OPTIONS} collects them (MI300 and later).")
         return Finding(
             severity="info",
             title=f"Wave-stall counters missing: {', '.join(missing)}",
@@ -371,7 +499,7 @@ class WaveStalls(Analyzer, name="wave_stalls"):
                     f"together.{have}{pc} Collect them in one pass (5 SQ + 1 GRBM counters; check with "
                     f"`rocprofv3-avail pmc-check`): {line}"),
             evidence={"missing": missing, "present": sorted(present), "rocprofv3": line,
-                      "pc_samples_not_stored": pc_samples, "pc_sampling_files_not_stored": pc_files},
+                      "pc_samples": pc_samples},
         )
 
     @staticmethod
@@ -475,6 +603,12 @@ def _evidence_row(r: dict[str, Any]) -> dict[str, Any]:
     out["stall_weighted_ns"] = round(out["stall_weighted_ns"])
     clean: dict[str, Any] = json.loads(json.dumps(out, default=float))
     return clean
+
+
+def _pc_row(k: dict[str, Any]) -> dict[str, Any]:
+    keys = ("kernel", "method", "samples", "time_ns", "stalled_fraction", "stall_weighted_ns", "top_reason",
+            "waitcnt_fraction", "fractions")
+    return {key: k[key] for key in keys if key in k}
 
 
 def _short(name: str, n: int = 60) -> str:

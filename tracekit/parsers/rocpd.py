@@ -28,8 +28,17 @@ agents and categories are joined in DuckDB. What goes where (see also ``docs/sch
   per-instance rows rocpd stores.
 * ``rocpd_info_agent`` (+ its ``extdata`` JSON) -> ``device_meta``, one row per GPU agent.
 
-Memory allocations and samples are counted (``n_other_skipped``), not stored. Schema versions 3 and
-3.0.x are read; 4.0 (``rocpd_timestamp`` spine) is refused with a clear message.
+* PC samples (``rocprofv3 --pc-sampling-*``): ``rocpd_sample`` rows on the track named
+  ``pc_sample``, one ``rocpd_pmc_event`` per field (``rocpd_info_pmc.name`` = ``sampling_method``,
+  ``dispatch_id``, ``exec_mask``, ``instruction``, ``instruction_comment``, ``wave_issued``,
+  ``inst_type``, ``stall_reason``, ``wave_count``: the SDK's ``pc_sampling`` view in
+  ``data_views.sql``) -> ``pc_sample_rows`` (view ``pc_samples``). Method and enum values are
+  named as in ``rocprofiler-sdk/pc_sampling.h`` (1 stochastic, 2 host trap); ``instruction`` and
+  ``instruction_comment`` values are ``rocpd_string`` ids; ``correlation_id`` = the event's
+  ``stack_id`` (as for kernels).
+
+Memory allocations and other samples are counted (``n_other_skipped``), not stored. Schema versions 3
+and 3.0.x are read; 4.0 (``rocpd_timestamp`` spine) is refused with a clear message.
 """
 
 from __future__ import annotations
@@ -342,6 +351,34 @@ LEFT JOIN _rocpd_strings n ON n.id = b.name_id
 LEFT JOIN _rocpd_strings c ON c.id = b.category_id
 """
 
+#: ``rocprofiler_pc_sampling_instruction_type_t`` and ``..._not_issued_reason_t`` (pc_sampling.h),
+#: in enum order, without their ``ROCPROFILER_PC_SAMPLING_INSTRUCTION_...`` prefixes.
+PC_INSTRUCTION_TYPES = (
+    "NONE", "VALU", "MATRIX", "SCALAR", "TEX", "LDS", "LDS_DIRECT", "FLAT", "EXPORT", "MESSAGE", "BARRIER",
+    "BRANCH_NOT_TAKEN", "BRANCH_TAKEN", "JUMP", "OTHER", "NO_INST", "DUAL_VALU",
+)
+PC_STALL_REASONS = (
+    "NONE", "NO_INSTRUCTION_AVAILABLE", "ALU_DEPENDENCY", "WAITCNT", "INTERNAL_INSTRUCTION", "BARRIER_WAIT",
+    "ARBITER_NOT_WIN", "ARBITER_WIN_EX_STALL", "OTHER_WAIT", "SLEEP_WAIT",
+)
+#: PC-sample fields, as ``rocpd_info_pmc`` names them (the SDK's ``pc_sampling`` view)
+_PC_FIELDS = ("sampling_method", "dispatch_id", "instruction", "instruction_comment", "wave_issued",
+              "inst_type", "stall_reason", "wave_count")
+_INSERT_PC_SAMPLES = f"""
+INSERT INTO pc_sample_rows (run_id, rank, device, dispatch_id, correlation_id, timestamp_ns, method,
+    exec_mask, instruction, instruction_comment, wave_issued, instruction_type, stall_reason, wave_count)
+SELECT $run_id, $rank, NULL, {_N.format("b.dispatch_id")}, {_N.format("b.stack_id")}, b.timestamp,
+    CASE b.sampling_method WHEN 1 THEN 'stochastic' WHEN 2 THEN 'host_trap' ELSE 'unknown' END,
+    nullif(b.exec_mask, 0), si.string, sc.string,
+    CASE WHEN b.sampling_method = 1 AND b.wave_issued <> $nul THEN b.wave_issued <> 0 END,
+    CASE WHEN b.sampling_method = 1 AND b.inst_type >= 0 THEN {list(PC_INSTRUCTION_TYPES)}[b.inst_type + 1] END,
+    CASE WHEN b.sampling_method = 1 AND b.stall_reason >= 0 THEN {list(PC_STALL_REASONS)}[b.stall_reason + 1] END,
+    CASE WHEN b.sampling_method = 1 AND b.wave_count <> $nul THEN b.wave_count END
+FROM _rocpd_batch b
+LEFT JOIN _rocpd_strings si ON si.id = b.instruction
+LEFT JOIN _rocpd_strings sc ON sc.id = b.instruction_comment
+"""
+
 _INSERT_COUNTERS = f"""
 INSERT INTO counter_values (run_id, rank, device, correlation_id, dispatch_id, kernel_name, counter,
     value, pass)
@@ -615,6 +652,7 @@ class _ProcessReader:
             self._write_counters(pmc, counted)
             self._read_copies()
             self._read_regions()
+            self._read_pc_samples()
             self._count_skipped()
         finally:
             for name in tables:
@@ -629,6 +667,10 @@ class _ProcessReader:
         if src is None:
             return None
         where, params = self._where("p", by_pid=False)
+        sample_src = self.db.source("rocpd_sample")
+        if sample_src is not None:  # PC-sample fields are pmc_event rows too: not counters
+            where += (" AND" if where else " WHERE") + (
+                f" p.event_id NOT IN (SELECT event_id FROM {sample_src} WHERE event_id IS NOT NULL)")
         cur = self.db.con.execute(
             f"SELECT p.event_id, p.pmc_id, SUM(p.value), COUNT(*) FROM {src} p{where} "
             "GROUP BY p.event_id, p.pmc_id",
@@ -778,6 +820,45 @@ class _ProcessReader:
             self.ctx.progress(len(batch["start"]), 0)
         self.counts["region"] = n
 
+    def _read_pc_samples(self) -> None:
+        """PC samples: ``rocpd_sample`` rows on the ``pc_sample`` track, their fields pivoted from
+        ``rocpd_pmc_event`` (the SDK's ``pc_sampling`` view, written out over the tables)."""
+        import numpy as np
+
+        self.counts["pc_sample"] = 0
+        db = self.db
+        srcs = [db.source(b) for b in ("rocpd_sample", "rocpd_track", "rocpd_event", "rocpd_pmc_event",
+                                       "rocpd_info_pmc", "rocpd_string")]
+        if any(x is None for x in srcs):
+            return
+        sample, track, event, pmc_event, info_pmc, string = srcs
+        where, params = self._where("s", by_pid=False)
+        fields = ", ".join(f"MAX(CASE WHEN i.name = '{f}' THEN p.value END)" for f in _PC_FIELDS)
+        sql = (
+            f"SELECT s.timestamp, e.stack_id, {fields}, "
+            "MAX(CASE WHEN i.name = 'exec_mask' THEN p.value END) "
+            f"FROM {sample} s JOIN {track} t ON t.id = s.track_id JOIN {event} e ON e.id = s.event_id "
+            f"JOIN {pmc_event} p ON p.event_id = e.id JOIN {info_pmc} i ON i.id = p.pmc_id"
+            + (where + " AND" if where else " WHERE")
+            + f" t.name_id IN (SELECT id FROM {string} WHERE string = 'pc_sample') GROUP BY s.id"
+        )
+        names = ("timestamp", "stack_id", *_PC_FIELDS)
+        n = 0
+        cur = db.con.execute(sql, params)
+        while rows := cur.fetchmany(_BATCH_ROWS):
+            cols = list(zip(*rows))
+            batch: dict[str, Any] = {
+                name: np.array([_NULL if v is None else int(v) for v in cols[j]], dtype=np.int64)
+                for j, name in enumerate(names)
+            }
+            # exec_mask is a 64-bit lane mask stored as REAL: 2^64 - 1 rounds up to 2^64
+            batch["exec_mask"] = np.array(
+                [0 if v is None else min(int(v), 2**64 - 1) for v in cols[len(names)]], dtype=np.uint64)
+            self._scan("_rocpd_batch", batch, _INSERT_PC_SAMPLES)
+            self._span(batch["timestamp"], batch["timestamp"])
+            n += len(rows)
+        self.counts["pc_sample"] = n
+
     def _count_skipped(self) -> None:
         for base, key in (("rocpd_memory_allocate", "memory_allocate"), ("rocpd_sample", "sample")):
             src = self.db.source(base)
@@ -788,6 +869,7 @@ class _ProcessReader:
             where, params = self._where("t", by_pid=by_pid)
             row = self.db.con.execute(f"SELECT count(*) FROM {src} t{where}", params).fetchall()
             self.counts[key] = int(row[0][0]) if row else 0
+        self.counts["sample"] -= self.counts.get("pc_sample", 0)  # PC samples are stored
 
     def _rank_info(self, agents: list[dict[str, Any]]) -> RankInfo:
         db, proc, c = self.db, self.proc, self.counts
@@ -799,7 +881,7 @@ class _ProcessReader:
             if not rows:
                 rows = db.dict_rows(f"SELECT * FROM {node_src} LIMIT 1")
             node = rows[0] if rows else {}
-        stored = c["kernel_dispatch"] + c["memory_copy"] + c["region"]
+        stored = c["kernel_dispatch"] + c["memory_copy"] + c["region"] + c["pc_sample"]
         skipped = c["memory_allocate"] + c["sample"]
         pr = proc.row
         metadata: dict[str, Any] = {

@@ -21,7 +21,11 @@ Conventions shared by every AMD reader (rocprofv3 CSV/JSON, rocpd, RPD):
   (dispatch, counter); ``pass`` is the ``pmc_N``/``pass_N`` folder the file sits in; when counters
   come from several separately named outputs (``decode_stall_*``, ``decode_fetch_*``: separate
   executions) without pass folders, ``pass`` is that output's prefix;
-* memory allocation, scratch memory and PC-sampling records are counted but not stored; summary
+* PC samples (``*_pc_sampling_host_trap.csv``, ``*_pc_sampling_stochastic.csv``) go to
+  ``pc_sample_rows`` (view ``pc_samples``): the method from the header (``Stall_Reason`` present:
+  stochastic), instruction type and stall reason without their ``ROCPROFILER_PC_SAMPLING_…``
+  prefix, ``Wave_Issued_Instruction`` as a boolean; the kernel comes from ``Dispatch_Id``;
+* memory allocation and scratch memory records are counted but not stored; summary
   statistics files (``*_stats.csv``) are skipped: both are listed with the reason in the rank's
   metadata (``skipped_files``).
 """
@@ -95,10 +99,7 @@ SCRATCH = CsvType(
     skip_reason="scratch memory records are not stored (counted as skipped events)",
 )
 PC_SAMPLING = CsvType(
-    "pc_sampling",
-    (_sig("Sample_Timestamp", "Instruction"),),
-    (),
-    skip_reason="PC samples are not stored (counted as skipped events)",
+    "pc_sampling", (_sig("Sample_Timestamp", "Instruction"),), ("Sample_Timestamp", "Dispatch_Id", "Instruction")
 )
 STATS = CsvType(
     "stats",
@@ -529,6 +530,28 @@ GROUP BY ALL
 """
 
 
+#: Prefixes rocprofv3 writes before the PC-sampling enum names (``pc_sampling.h``); stored without.
+PC_TYPE_PREFIX = "ROCPROFILER_PC_SAMPLING_INSTRUCTION_TYPE_"
+PC_REASON_PREFIX = "ROCPROFILER_PC_SAMPLING_INSTRUCTION_NOT_ISSUED_REASON_"
+
+
+def _pc_sql(c: _Cols, src: str) -> str:
+    issued = c.raw("Wave_Issued_Instruction")
+    method = "stochastic" if c.has("Stall_Reason", "Wave_Issued_Instruction") else "host_trap"
+    return f"""
+INSERT INTO pc_sample_rows (run_id, rank, device, dispatch_id, correlation_id, timestamp_ns, method,
+    exec_mask, instruction, instruction_comment, wave_issued, instruction_type, stall_reason, wave_count)
+SELECT $run_id, $rank, NULL, {c.int("Dispatch_Id")}, {c.int("Correlation_Id")},
+    {c.req_int("Sample_Timestamp")}, '{method}', TRY_CAST({c.raw("Exec_Mask")} AS UBIGINT),
+    {c.raw("Instruction")}, {c.raw("Instruction_Comment")},
+    CASE WHEN lower({issued}) IN ('1', 'true') THEN true WHEN lower({issued}) IN ('0', 'false') THEN false END,
+    regexp_replace({c.raw("Instruction_Type")}, '^{PC_TYPE_PREFIX}', ''),
+    regexp_replace({c.raw("Stall_Reason")}, '^{PC_REASON_PREFIX}', ''),
+    CAST({c.int("Wave_Count")} AS INTEGER)
+FROM {src}
+"""
+
+
 def duckdb_reason(exc: BaseException) -> str:
     """DuckDB's CSV/conversion error as one short line."""
     text = str(exc).strip()
@@ -661,7 +684,7 @@ class RocprofCsvParser(Parser, format_name="rocprofv3"):
         )
         amap = _agent_map_sql(agents)
         pid = str(g.pid) if g.pid is not None else None
-        counts = {"kernel": 0, "memcpy": 0, "api": 0, "counter_values": 0, "skipped_records": 0}
+        counts = {"kernel": 0, "memcpy": 0, "api": 0, "counter_values": 0, "pc_samples": 0, "skipped_records": 0}
         skipped: dict[str, str] = {}
         for f in g.files:
             if f.type is AGENT:
@@ -680,12 +703,15 @@ class RocprofCsvParser(Parser, format_name="rocprofv3"):
                 sql, what = _copy_sql(c, src, amap), "memcpy"
             elif f.type is API:
                 sql, what = _api_sql(c, src), "api"
+            elif f.type is PC_SAMPLING:
+                sql, what = _pc_sql(c, src), "pc_samples"
             else:
                 sql, what = _counter_sql(c, src, amap), "counter_values"
             pass_name = f.pass_name or (g.prefix if named_passes else None)
             params: dict[str, Any] = {"run_id": ctx.run_id, "rank": rank, "pid": pid}
             if f.type is COUNTER:
                 params["pass"] = pass_name
+            if f.type in (COUNTER, PC_SAMPLING):
                 del params["pid"]
             try:
                 n = int(con.execute(sql, params).fetchall()[0][0])
@@ -694,7 +720,8 @@ class RocprofCsvParser(Parser, format_name="rocprofv3"):
             counts[what] += n
             ctx.progress(0 if f.type is COUNTER else n, f.path.stat().st_size)
         first_ns, last_ns = span(con, ctx.run_id, rank)
-        n_records = counts["kernel"] + counts["memcpy"] + counts["api"] + counts["skipped_records"]
+        n_records = (counts["kernel"] + counts["memcpy"] + counts["api"] + counts["pc_samples"]
+                     + counts["skipped_records"])
         main = (g.of(KERNEL) or g.of(API) or g.of(COUNTER) or g.files)[0]
         ctx.add_rank(
             RankInfo(
