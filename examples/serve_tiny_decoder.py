@@ -14,6 +14,12 @@ token as it is produced:
   ``data: {...}`` chunks, ``data: [DONE]``); ``stream_options: {"include_usage": true}`` adds the
   usage chunk. Without ``stream`` the whole completion comes back as one JSON object.
 * ``GET /v1/models`` (one model, ``tiny-decoder``), ``GET /health``.
+* ``POST /start_profile`` and ``POST /stop_profile``, as vLLM and SGLang serve them, when the
+  profiler directory is set in the environment (``VLLM_TORCH_PROFILER_DIR``, or
+  ``SGLANG_TORCH_PROFILER_DIR``; SGLang's JSON body ``{"output_dir": ...}`` overrides it): the
+  PyTorch profiler records every request thread between the two calls and ``stop_profile``
+  writes ``<host>_<pid>.<ms>.pt.trace.json.gz`` there (``tensorboard_trace_handler``, as vLLM).
+  Without the variable both answer 404, as a vLLM started without it does.
 
 Prompt words map to token ids by CRC-32 (one word = one token); the prompt keeps its last
 ``context − max_tokens`` tokens. There is no end-of-sequence token: every request produces exactly
@@ -25,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import sys
 import threading
@@ -69,6 +76,51 @@ class Engine:
                 yield int(tok)
 
 
+PROFILER_DIR_ENVS = ("VLLM_TORCH_PROFILER_DIR", "SGLANG_TORCH_PROFILER_DIR")
+
+
+class Profiler:
+    """The server-side torch profiler behind /start_profile and /stop_profile."""
+
+    def __init__(self, out_dir: str | None) -> None:
+        self.out_dir = out_dir
+        self.prof: Any = None
+        self.lock = threading.Lock()
+        if out_dir:
+            # Kineto must first be initialised on the thread that imported torch (this one); the
+            # capture itself is started and stopped from request threads, recording all threads
+            warm = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU])
+            warm.start()
+            warm.stop()
+
+    def start(self, out_dir: str | None) -> str:
+        from torch._C._profiler import _ExperimentalConfig
+
+        with self.lock:
+            if self.prof is not None:
+                return "already profiling"
+            target = out_dir or self.out_dir
+            assert target is not None
+            acts = [torch.profiler.ProfilerActivity.CPU]
+            if torch.cuda.is_available():
+                acts.append(torch.profiler.ProfilerActivity.CUDA)
+            self.prof = torch.profiler.profile(
+                activities=acts, record_shapes=True, with_flops=True,
+                experimental_config=_ExperimentalConfig(profile_all_threads=True),
+                on_trace_ready=torch.profiler.tensorboard_trace_handler(target, use_gzip=True),
+            )
+            self.prof.start()
+            return "profiling started"
+
+    def stop(self) -> str:
+        with self.lock:
+            if self.prof is None:
+                return "not profiling"
+            self.prof.stop()  # on_trace_ready writes the trace before this returns
+            self.prof = None
+            return "profiling stopped"
+
+
 class Handler(BaseHTTPRequestHandler):
     server: Server
     protocol_version = "HTTP/1.0"  # the stream ends when the connection closes after [DONE]
@@ -95,7 +147,22 @@ class Handler(BaseHTTPRequestHandler):
         else:
             self._error(404, f"no route {self.path}")
 
+    def _profile(self, start: bool) -> None:
+        profiler = self.server.profiler
+        if not profiler.out_dir:
+            self._error(404, "profiler not enabled: set VLLM_TORCH_PROFILER_DIR or SGLANG_TORCH_PROFILER_DIR")
+            return
+        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        try:
+            out_dir = (json.loads(body) or {}).get("output_dir") if body.strip() else None
+        except (ValueError, AttributeError):
+            out_dir = None
+        self._json(200, {"message": profiler.start(out_dir) if start else profiler.stop()})
+
     def do_POST(self) -> None:
+        if self.path.rstrip("/") in ("/start_profile", "/stop_profile"):
+            self._profile(self.path.rstrip("/") == "/start_profile")
+            return
         chat = self.path.rstrip("/") == "/v1/chat/completions"
         if not chat and self.path.rstrip("/") != "/v1/completions":
             self._error(404, f"no route {self.path}")
@@ -161,9 +228,10 @@ class Server(ThreadingHTTPServer):
         if not isinstance(sys.exc_info()[1], ConnectionError):  # a client that connected and left
             super().handle_error(request, client_address)
 
-    def __init__(self, address: tuple[str, int], engine: Engine) -> None:
+    def __init__(self, address: tuple[str, int], engine: Engine, profiler: Profiler) -> None:
         super().__init__(address, Handler)
         self.engine = engine
+        self.profiler = profiler
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -177,7 +245,8 @@ def main(argv: list[str] | None = None) -> None:
     engine = Engine(args.seed)
     for _ in engine.generate(engine.tokenize("warm up the kernels"), 4):
         pass
-    server = Server((args.host, args.port), engine)
+    profiler = Profiler(next((os.environ[e] for e in PROFILER_DIR_ENVS if os.environ.get(e)), None))
+    server = Server((args.host, args.port), engine, profiler)
 
     def shutdown(signum: int, frame: Any) -> None:
         raise SystemExit(0)

@@ -10,10 +10,14 @@ from typing import Any
 
 import duckdb
 
+from tracekit.collectors import load as _load
 from tracekit.errors import QueryError
 from tracekit.store import default_store_path, open_store
 
 Rows = tuple[list[str], list[tuple[Any, ...]]]
+
+#: Attach a load's request records to a run (:func:`tracekit.collectors.load.store_requests`).
+store_requests = _load.store_requests
 
 RUNS_SQL = """
 SELECT r.run_id, r.format, r.vendor, r.device_name, r.label, r.workload, r.n_ranks AS ranks,
@@ -124,7 +128,8 @@ COMPARE_TOP_KERNELS = 5  # kernels per category in compare_runs' top_kernels tab
 
 
 def compare_runs(
-    a: str, b: str, store: str | Path | None = None, *, top: int = COMPARE_TOP_KERNELS
+    a: str, b: str, store: str | Path | None = None, *, top: int = COMPARE_TOP_KERNELS,
+    con: duckdb.DuckDBPyConnection | None = None,
 ) -> dict[str, Any]:
     """Per-category device time of two runs (any vendors) and the change B − A.
 
@@ -137,7 +142,10 @@ def compare_runs(
     run's device time (%), ``delta_ms`` = B − A and ``delta_pct`` = 100·(B − A)/A (NULL when A is
     0). ``top_kernels`` (empty when the runs share no kernel name) has, per category, the ``top``
     names with the largest absolute change in summed time (a name missing from one run counts 0
-    there).
+    there). ``con``: an open read-only connection to use instead of opening the store (the
+    dashboard renders a page on one connection). ``serving`` (empty unless a run was load-driven
+    and analyzed) has the ``serving`` analyzer's stored metrics side by side: ``metric``, ``unit``,
+    ``a``, ``b``, ``delta`` = B − A and ``delta_pct`` = 100·(B − A)/A.
     """
     from tracekit.analysis.categories import CATEGORIES, category_case_sql
     from tracekit.errors import TraceInputError
@@ -185,11 +193,29 @@ def compare_runs(
                round(b_ns / 1e6, 3) AS b_ms, round((b_ns - a_ns) / 1e6, 3) AS delta_ms
         FROM r WHERE rk <= {int(top)} AND a_ns <> b_ns
         ORDER BY list_position([{", ".join(map(_quote, CATEGORIES))}], cat), rk"""
-    known = {r[0] for r in run_query("SELECT run_id FROM runs", path)[1]}
+    def q(sql: str) -> Rows:
+        if con is None:
+            return run_query(sql, path)
+        rel = con.execute(sql)
+        return [d[0] for d in rel.description or []], rel.fetchall()
+
+    known = {r[0] for r in q("SELECT run_id FROM runs")[1]}
     for rid in (a, b):
         if rid not in known:
             raise TraceInputError(path, f"no run {rid!r} in the store (see `tracekit runs`)")
-    return {"a": a, "b": b, "categories": run_query(cat_sql, path), "top_kernels": run_query(top_sql, path)}
+    from tracekit.analysis.serving import METRICS as SERVING_METRICS
+
+    serving_sql = f"""
+        WITH m(ord, name) AS (VALUES {", ".join(f"({i}, {_quote(n)})" for i, n in enumerate(SERVING_METRICS))}),
+        v AS (SELECT run_id, name, value, unit FROM metrics
+              WHERE analyzer = 'serving' AND run_id IN ({_quote(a)}, {_quote(b)}))
+        SELECT m.name AS metric, coalesce(va.unit, vb.unit) AS unit, round(va.value, 4) AS a,
+               round(vb.value, 4) AS b, round(vb.value - va.value, 4) AS delta,
+               round(100 * (vb.value - va.value) / nullif(va.value, 0), 1) AS delta_pct
+        FROM m LEFT JOIN v va ON va.name = m.name AND va.run_id = {_quote(a)}
+               LEFT JOIN v vb ON vb.name = m.name AND vb.run_id = {_quote(b)}
+        WHERE va.value IS NOT NULL OR vb.value IS NOT NULL ORDER BY m.ord"""
+    return {"a": a, "b": b, "categories": q(cat_sql), "top_kernels": q(top_sql), "serving": q(serving_sql)}
 
 
 # ---------------------------------------------------------------------------------------------

@@ -27,6 +27,16 @@ class StoreError(TracekitError):
         super().__init__(f"{self.path}: {reason}")
 
 
+class CaptureError(TracekitError):
+    """``tracekit capture`` could not capture: command not found, server unreachable, no trace
+    written, a profiler tool missing. ``where`` is the command, URL or directory concerned."""
+
+    def __init__(self, where: str | Path, reason: str) -> None:
+        self.path = str(where)
+        self.reason = reason
+        super().__init__(f"{self.path}: {reason}")
+
+
 class QueryError(TracekitError):
     """A read-only query was rejected or failed in DuckDB."""
 

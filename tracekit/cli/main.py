@@ -343,6 +343,11 @@ def analyze(
     except TracekitError as exc:
         fail(str(exc))
         return
+    _print_findings(results, fmt)
+
+
+def _print_findings(results: list[dict[str, Any]], fmt: str) -> None:
+    """Print analyze_runs() results as a Rich table, JSON or markdown."""
     if fmt == "json":
         sys.stdout.write(json.dumps(results, indent=2, default=str) + "\n")
         return
@@ -354,6 +359,9 @@ def analyze(
             for f in run["findings"]:
                 sys.stdout.write(f"- **{f['severity']}** ({f['analyzer']}) {f['title']}. {f['detail']}\n")
             sys.stdout.write("\n")
+            serving = _serving_metrics(run)
+            if serving:
+                sys.stdout.write("Serving: " + ", ".join(f"{n} {v} {u}" for n, v, u in serving) + "\n\n")
         return
     from rich.table import Table
 
@@ -366,6 +374,16 @@ def analyze(
         if not run["findings"]:
             table.add_row("", "", "no findings")
         out.print(table)
+        serving = _serving_metrics(run)
+        if serving:
+            _emit(["metric", "value", "unit"], serving, "table",
+                  title=f"{run['run_id']}: serving (request latency, throughput, cost per token)")
+
+
+def _serving_metrics(run: dict[str, Any]) -> list[tuple[str, Any, str]]:
+    """The serving analyzer's metrics of one analyze_runs() result, values rounded for display."""
+    return [(m["name"], None if m["value"] is None else round(m["value"], 4), m["unit"])
+            for m in run["metrics"] if m["analyzer"] == "serving"]
 
 
 @app.command()
@@ -417,12 +435,14 @@ def compare(
         return
     cat_cols, cat_rows = res["categories"]
     k_cols, k_rows = res["top_kernels"]
+    s_cols, s_rows = res["serving"]
     if fmt == "json":
         doc = {
             "a": res["a"],
             "b": res["b"],
             "categories": [dict(zip(cat_cols, map(_cell, r))) for r in cat_rows],
             "top_kernels": [dict(zip(k_cols, map(_cell, r))) for r in k_rows],
+            "serving": [dict(zip(s_cols, map(_cell, r))) for r in s_rows],
         }
         sys.stdout.write(json.dumps(doc, default=str) + "\n")
         return
@@ -435,6 +455,8 @@ def compare(
         _emit(k_cols, k_rows, "table", title="kernels with the largest time change per category")
     else:
         out.print("no kernel names shared by the two runs: no per-kernel changes")
+    if s_rows:
+        _emit(s_cols, s_rows, "table", title="serving: request latency, throughput and cost per token")
 
 
 @app.command()
@@ -457,6 +479,263 @@ def export(
         return
     err.print(", ".join(f"{v:,} {k}" for k, v in counts.items()), markup=False)
     out.print(str(perfetto), markup=False)
+
+
+@app.command(context_settings={"allow_interspersed_args": False})
+def capture(
+    command: Annotated[
+        list[str] | None,
+        typer.Argument(help="The workload or server to run, after '--' (with --backend).", show_default=False),
+    ] = None,
+    backend: Annotated[
+        str | None,
+        typer.Option(help="How to profile COMMAND: torch (PyTorch profiler injected at start-up), jax "
+                     "(jax.profiler injected) or rocprof (wrapped in rocprofv3)."),
+    ] = None,
+    attach: Annotated[
+        str | None,
+        typer.Option(help="HOST:PORT of a running JAX / torch_xla profiler server "
+                     "(jax.profiler.start_server) to capture remotely; needs --duration."),
+    ] = None,
+    server: Annotated[
+        tuple[str, str] | None,
+        typer.Option(help="vllm|sglang URL: drive a running server's /start_profile and /stop_profile; "
+                     "needs --duration and the server's trace directory (--trace-dir or its env var).",
+                     show_default=False),
+    ] = None,
+    trace_dir: Annotated[
+        Path | None,
+        typer.Option(help="With --server: the directory the server writes traces to "
+                     "(default: $VLLM_TORCH_PROFILER_DIR / $SGLANG_TORCH_PROFILER_DIR)."),
+    ] = None,
+    duration: Annotated[
+        float | None,
+        typer.Option(help="Capture window, seconds (default with a command: until it exits or Ctrl-C).",
+                     show_default=False),
+    ] = None,
+    warmup: Annotated[
+        float, typer.Option(help="Seconds of warm-up before the window opens (after the load starts "
+                            "when --load is given).")
+    ] = 0.0,
+    warmup_steps: Annotated[
+        int, typer.Option(help="torch: outermost nn.Module forwards (engine steps) to skip per process.")
+    ] = 0,
+    out_dir: Annotated[
+        Path | None,
+        typer.Option("--out", help="Directory for the traces (default: ./tracekit-capture-<UTC time>).",
+                     show_default=False),
+    ] = None,
+    counters: Annotated[
+        str | None, typer.Option(help="rocprof: counter preset stalls, memory or roofline (see docs/capture.md).")
+    ] = None,
+    load: Annotated[
+        str | None,
+        typer.Option(help="Drive load at this OpenAI-compatible server URL (streaming) during the capture "
+                     "and store the window's requests (TTFT, TPOT, tokens/s) with the run."),
+    ] = None,
+    prompts: Annotated[
+        Path | None, typer.Option(help="Load: prompts file (a prompt per line, or JSONL).")
+    ] = None,
+    prompt_tokens: Annotated[
+        str, typer.Option(help="Load: generated prompt length distribution, e.g. fixed:128, "
+                          "uniform:32:512, normal:256:64, lognormal:256:0.5 (tokens).")
+    ] = "fixed:128",
+    max_tokens: Annotated[int, typer.Option(help="Load: output tokens per request.")] = 128,
+    concurrency: Annotated[
+        int | None, typer.Option(help="Load: closed-loop clients (default 4 unless --rate).", show_default=False)
+    ] = None,
+    rate: Annotated[
+        float | None, typer.Option(help="Load: Poisson request rate, requests/s.", show_default=False)
+    ] = None,
+    model: Annotated[str | None, typer.Option(help="Load: model name to send (default: the server's first).")] = None,
+    endpoint: Annotated[str, typer.Option(help="Load: completions or chat.")] = "completions",
+    ready_timeout: Annotated[
+        float, typer.Option(help="Seconds to wait for the server to accept connections.")
+    ] = 120.0,
+    store: StoreOpt = None,
+    label: Annotated[str | None, typer.Option(help="Free-text label for the run, e.g. a git sha.")] = None,
+    workload: Annotated[str | None, typer.Option(help="Workload name the run belongs to.")] = None,
+    tag: Annotated[list[str], typer.Option("--tag", help="KEY=VALUE tag; repeat for more.")] = [],  # noqa: B006
+    analyze_run: Annotated[
+        bool, typer.Option("--analyze/--no-analyze", help="Run the analyzers on the new run.")
+    ] = True,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON for scripts.")] = False,
+) -> None:
+    """Capture a window of a workload or serving run, ingest it as one run, and print its findings.
+
+    \b
+    tracekit capture --backend torch --duration 10 --warmup 5 -- python serve.py
+    tracekit capture --backend jax --duration 5 -- python decode.py
+    tracekit capture --attach 10.0.0.2:9012 --duration 5
+    tracekit capture --backend rocprof --counters stalls --duration 10 -- python serve.py
+    tracekit capture --server vllm http://127.0.0.1:8000 --duration 10 --load http://127.0.0.1:8000
+    \b
+    Ctrl-C closes the window early; what was captured is still ingested.
+    """
+    import threading
+
+    from tracekit.collectors.capture import CaptureSpec, CaptureStatus, capture_and_ingest
+
+    tags = _parse_tags(tag)
+    if backend is not None and backend not in ("torch", "jax", "rocprof"):
+        fail(f"--backend {backend}: expected torch, jax or rocprof")
+    if server is not None and server[0] not in ("vllm", "sglang"):
+        fail(f"--server {server[0]}: expected vllm or sglang")
+    if endpoint not in ("completions", "chat"):
+        fail(f"--endpoint {endpoint}: expected completions or chat")
+    load_spec = None
+    if load is not None:
+        from tracekit.collectors.load import LoadSpec
+
+        if duration is None:
+            fail("--load needs --duration (the window the load and the capture share)")
+        load_spec = LoadSpec(
+            url=load, duration_s=warmup + (duration or 0) + 1.0,
+            concurrency=concurrency if concurrency is not None or rate is not None else 4,
+            rate_rps=rate, prompts_file=prompts, prompt_tokens=prompt_tokens, max_tokens=max_tokens,
+            model=model, endpoint=endpoint,  # type: ignore[arg-type]
+        )
+    spec = CaptureSpec(
+        command=list(command or []), backend=backend,  # type: ignore[arg-type]
+        attach=attach, server=server[0] if server else None,  # type: ignore[arg-type]
+        server_url=server[1] if server else None, server_trace_dir=trace_dir,
+        duration_s=duration, warmup_s=warmup, warmup_steps=warmup_steps, out_dir=out_dir,
+        counters=counters, load=load_spec, ready_timeout_s=ready_timeout,
+    )
+    stop = threading.Event()
+    store_path = store if store is not None else default_store_path()
+    from rich.status import Status
+
+    status = Status("starting the capture…", console=err) if err.is_terminal and not as_json else None
+
+    def show(s: CaptureStatus) -> None:
+        if status is None:
+            return
+        window = "" if s.window_elapsed_s is None else f" · window {s.window_elapsed_s:.1f}"
+        window += f"/{duration:g} s" if window and duration else (" s" if window else "")
+        reqs = f" · {s.requests_done} requests ({s.request_errors} errors)" if load_spec else ""
+        status.update(f"{s.phase} · {s.elapsed_s:.1f} s{window}{reqs} · trace {s.trace_bytes / 1e6:.1f} MB")
+
+    try:
+        if status is not None:
+            status.start()
+        try:
+            result, run = _interruptible(lambda: capture_and_ingest(
+                spec, store_path, label=label, workload=workload, tags=tags, stop=stop, on_status=show,
+            ), stop)
+        finally:
+            if status is not None:
+                status.stop()
+        findings = None
+        if analyze_run and run.created:
+            from tracekit.api import analyze_runs
+
+            findings = analyze_runs([run.run_id], store_path)
+    except TracekitError as exc:
+        fail(str(exc))
+        return
+    window = result.window_requests()
+    summary = window.summary() if window is not None else None
+    if as_json:
+        sys.stdout.write(json.dumps({
+            "run": run.as_dict(), "out_dir": str(result.out_dir),
+            "trace_files": [str(p) for p in result.trace_files],
+            "window_start_ns": result.window_start_ns, "window_end_ns": result.window_end_ns,
+            "interrupted": result.interrupted, "notes": result.notes,
+            "requests": None if summary is None else summary.as_dict(),
+            "findings": findings,
+        }, indent=2, default=str) + "\n")
+        return
+    win = ((result.window_end_ns or 0) - (result.window_start_ns or 0)) / 1e9
+    err.print(f"captured {len(result.trace_files)} trace file(s) into {result.out_dir} "
+              f"({win:.2f} s window{', interrupted' if result.interrupted else ''})", markup=False)
+    for note in result.notes:
+        err.print(f"note: {note}", markup=False)
+    if summary is not None:
+        def ms(v: float | None) -> str:
+            return "n/a" if v is None else f"{v:.1f}"
+
+        tps = summary.output_tokens_per_s
+        err.print(f"requests in the window: {summary.requests} ({summary.errors} errors); TTFT p50/p95 "
+                  f"{ms(summary.ttft_ms.p50)}/{ms(summary.ttft_ms.p95)} ms; TPOT p50/p95 "
+                  f"{ms(summary.tpot_ms.p50)}/{ms(summary.tpot_ms.p95)} ms; "
+                  f"{'n/a' if tps is None else f'{tps:.1f}'} output tokens/s", markup=False)
+    err.print(f"run {run.run_id} {'stored in' if run.created else 'already in'} {store_path}", markup=False)
+    if findings is not None:
+        _print_findings(findings, "table")
+    out.print(run.run_id, markup=False)
+
+
+def _interruptible(fn: Any, stop: Any) -> Any:
+    """Run ``fn`` in a worker thread. The first SIGINT (Ctrl-C) or SIGTERM sets ``stop`` (close the
+    capture window, keep and ingest what was captured); a second one aborts. The handlers are
+    installed explicitly, so this also works where SIGINT was inherited as ignored (background
+    jobs of a shell script)."""
+    import signal
+    import threading
+
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["value"] = fn()
+        except BaseException as exc:  # re-raised in the main thread below
+            box["error"] = exc
+
+    def on_signal(signum: int, _frame: Any) -> None:
+        if stop.is_set():
+            raise KeyboardInterrupt
+        stop.set()
+        err.print(f"{signal.Signals(signum).name}: closing the capture window and ingesting what was "
+                  "captured (again to abort)", markup=False)
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        t = threading.Thread(target=target, name="tracekit-capture-main", daemon=True)
+        t.start()
+        while t.is_alive():
+            t.join(0.2)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
+@app.command()
+def dashboard(
+    store: StoreOpt = None,
+    host: Annotated[
+        str, typer.Option(help="Address to listen on; anything but loopback is reachable from the network.")
+    ] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="TCP port.")] = 8050,
+) -> None:
+    """Serve the Dash dashboard (Runs, Weekly review, Run, Compare) over the store, read-only."""
+    import socket
+
+    from tracekit.dashboard import create_app, is_loopback
+
+    store_path = store if store is not None else default_store_path()
+    if not 0 < port < 65536:
+        fail(f"--port {port}: expected 1..65535")
+    try:
+        dash_app = create_app(store_path)
+    except TracekitError as exc:
+        fail(str(exc))
+        return
+    try:  # a clear one-line error instead of the server's own message when the port is taken
+        with socket.create_server((host, port)):
+            pass
+    except OSError as exc:
+        fail(f"--host {host} --port {port}: cannot listen: {exc.strerror or exc}")
+    if not is_loopback(host):
+        err.print(f"warning: listening on {host}: anyone who can reach it can read every run in {store_path} "
+                  "(no authentication); bind 127.0.0.1 (the default) and tunnel, or put it behind a proxy",
+                  markup=False)
+    err.print(f"tracekit dashboard: http://{host}:{port}/ (store {store_path}, read-only); Ctrl-C stops it",
+              markup=False)
+    dash_app.run(host=host, port=port, debug=False)
 
 
 def main() -> None:
