@@ -6,7 +6,10 @@
 
 The model is the bundled samples' decoder-only transformer (``sample_traces/make_samples.py``:
 2 layers, d_model 128, vocabulary 512, random seeded weights, nothing downloaded) with a longer
-context. Each request runs a real prefill of its prompt and then one decode step per output
+context (1,024 positions). ``--engine jax`` serves the JAX samples' decoder instead
+(``sample_traces/make_jax_sample.py``: jitted ``prefill`` and ``decode_step``, 128 positions):
+``prefill`` compiles once per prompt length, or once per bucket (16/32/64) with ``--buckets``.
+Each request runs a real prefill of its prompt and then one decode step per output
 token with its own KV cache, on the request's server thread (no batching), and streams every
 token as it is produced:
 
@@ -18,12 +21,13 @@ token as it is produced:
   profiler directory is set in the environment (``VLLM_TORCH_PROFILER_DIR``, or
   ``SGLANG_TORCH_PROFILER_DIR``; SGLang's JSON body ``{"output_dir": ...}`` overrides it): the
   PyTorch profiler records every request thread between the two calls and ``stop_profile``
-  writes ``<host>_<pid>.<ms>.pt.trace.json.gz`` there (``tensorboard_trace_handler``, as vLLM).
+  writes ``<host>_<pid>.<ms>.pt.trace.json.gz`` there (``tensorboard_trace_handler``, as vLLM);
+  with ``--engine jax``, ``jax.profiler`` writes ``plugins/profile/<session>/<host>.xplane.pb``.
   Without the variable both answer 404, as a vLLM started without it does.
 
 Prompt words map to token ids by CRC-32 (one word = one token); the prompt keeps its last
 ``context − max_tokens`` tokens. There is no end-of-sequence token: every request produces exactly
-``max_tokens`` tokens (capped at the context length − 1), each streamed as ``" t<id>"``.
+``max_tokens`` tokens (capped at half the context), each streamed as ``" t<id>"``.
 SIGTERM and SIGINT stop the server cleanly (atexit handlers, e.g. an injected profiler, run).
 """
 
@@ -42,21 +46,26 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-import torch
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "sample_traces"))
-from make_samples import Config, KVCache, TinyDecoder
 
 MODEL_NAME = "tiny-decoder"
-CONTEXT = 1024  # tokens
+CONTEXT = 1024  # tokens (torch engine)
 
 
 class Engine:
-    """The model and a greedy generator streaming one token per decode step."""
+    """The torch model and a greedy generator streaming one token per decode step."""
+
+    name = "torch"
 
     def __init__(self, seed: int) -> None:
+        import torch
+        from make_samples import Config, KVCache, TinyDecoder
+
+        self.torch = torch
+        self.kv_cache = KVCache
         torch.manual_seed(seed)
         self.cfg = Config(max_seq_len=CONTEXT)
+        self.context = CONTEXT
         self.model = TinyDecoder(self.cfg).eval()
         self.requests = 0
         self.lock = threading.Lock()
@@ -67,8 +76,9 @@ class Engine:
 
     def generate(self, prompt_ids: list[int], max_tokens: int) -> Iterator[int]:
         """Prefill, then yield ``max_tokens`` greedy tokens (the first from the prefill's logits)."""
+        torch = self.torch
         with torch.inference_mode():
-            cache = KVCache(self.cfg, 1)
+            cache = self.kv_cache(self.cfg, 1)
             tok = self.model(torch.tensor([prompt_ids]), cache).argmax(-1, keepdim=True)
             yield int(tok)
             for _ in range(max_tokens - 1):
@@ -76,17 +86,57 @@ class Engine:
                 yield int(tok)
 
 
+class JaxEngine(Engine):
+    """The JAX samples' decoder (``sample_traces/make_jax_sample.py``: jitted ``prefill`` and
+    ``decode_step``, random weights), KV cache of 128 positions. ``prefill`` compiles once per
+    prompt length (``buckets=False``: compile churn under varied prompts) or once per bucket of
+    ``make_jax_sample.BUCKETS`` (prompts right-padded)."""
+
+    name = "jax"
+
+    def __init__(self, seed: int, buckets: bool = False) -> None:
+        import jax
+        import make_jax_sample as mj
+
+        self.jax = jax
+        self.mj = mj
+        self.cfg = mj.Config()
+        self.context = self.cfg.max_seq_len
+        self.params = mj.init_params(self.cfg, seed)
+        self.buckets = buckets
+        self.requests = 0
+        self.lock = threading.Lock()
+
+    def generate(self, prompt_ids: list[int], max_tokens: int) -> Iterator[int]:
+        import numpy as np
+
+        mj, n = self.mj, len(prompt_ids)
+        t = next((b for b in mj.BUCKETS if b >= n), n) if self.buckets else n
+        padded = np.zeros((1, t), np.int32)
+        padded[0, :n] = prompt_ids
+        tok, cache = mj.prefill(self.params, mj.empty_cache(self.cfg, 1), self.jax.device_put(padded),
+                                np.int32(n), self.cfg)
+        yield int(tok[0])
+        for j in range(max_tokens - 1):
+            tok, cache = mj.decode_step(self.params, cache, tok, np.int32(n + j), self.cfg)
+            yield int(tok[0])
+
+
 PROFILER_DIR_ENVS = ("VLLM_TORCH_PROFILER_DIR", "SGLANG_TORCH_PROFILER_DIR")
 
 
 class Profiler:
-    """The server-side torch profiler behind /start_profile and /stop_profile."""
+    """The server-side profiler behind /start_profile and /stop_profile: the PyTorch profiler for
+    the torch engine, ``jax.profiler`` (an XSpace per capture) for the JAX engine."""
 
-    def __init__(self, out_dir: str | None) -> None:
+    def __init__(self, out_dir: str | None, engine: Engine) -> None:
         self.out_dir = out_dir
+        self.engine = engine
         self.prof: Any = None
         self.lock = threading.Lock()
-        if out_dir:
+        if out_dir and engine.name == "torch":
+            import torch
+
             # Kineto must first be initialised on the thread that imported torch (this one); the
             # capture itself is started and stopped from request threads, recording all threads
             warm = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU])
@@ -94,13 +144,20 @@ class Profiler:
             warm.stop()
 
     def start(self, out_dir: str | None) -> str:
-        from torch._C._profiler import _ExperimentalConfig
-
         with self.lock:
             if self.prof is not None:
                 return "already profiling"
             target = out_dir or self.out_dir
             assert target is not None
+            if self.engine.name == "jax":
+                import jax
+
+                jax.profiler.start_trace(target)
+                self.prof = "jax"
+                return "profiling started"
+            import torch
+            from torch._C._profiler import _ExperimentalConfig
+
             acts = [torch.profiler.ProfilerActivity.CPU]
             if torch.cuda.is_available():
                 acts.append(torch.profiler.ProfilerActivity.CUDA)
@@ -116,7 +173,12 @@ class Profiler:
         with self.lock:
             if self.prof is None:
                 return "not profiling"
-            self.prof.stop()  # on_trace_ready writes the trace before this returns
+            if self.prof == "jax":
+                import jax
+
+                jax.profiler.stop_trace()  # writes plugins/profile/<session>/<host>.xplane.pb
+            else:
+                self.prof.stop()  # on_trace_ready writes the trace before this returns
             self.prof = None
             return "profiling stopped"
 
@@ -178,8 +240,8 @@ class Handler(BaseHTTPRequestHandler):
             self._error(400, f"bad request: {exc}")
             return
         engine = self.server.engine
-        max_tokens = max(1, min(max_tokens, CONTEXT - 1))
-        ids = engine.tokenize(text)[-(CONTEXT - max_tokens):]
+        max_tokens = max(1, min(max_tokens, engine.context // 2))
+        ids = engine.tokenize(text)[-(engine.context - max_tokens):]
         with engine.lock:
             engine.requests += 1
             rid = f"{'chatcmpl' if chat else 'cmpl'}-{engine.requests}"
@@ -240,12 +302,19 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--host", default="127.0.0.1", help="address to bind [127.0.0.1]")
     parser.add_argument("--seed", type=int, default=0, help="weight seed [0]")
     parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads [1]")
+    parser.add_argument("--engine", choices=("torch", "jax"), default="torch",
+                        help="model implementation: the torch decoder or the JAX one [torch]")
+    parser.add_argument("--buckets", action="store_true",
+                        help="jax: pad prompts to the buckets 16/32/64 (one prefill compile per bucket)")
     args = parser.parse_args(argv)
-    torch.set_num_threads(args.threads)
-    engine = Engine(args.seed)
+    if args.engine == "jax":
+        engine: Engine = JaxEngine(args.seed, buckets=args.buckets)
+    else:
+        engine = Engine(args.seed)
+        engine.torch.set_num_threads(args.threads)
     for _ in engine.generate(engine.tokenize("warm up the kernels"), 4):
         pass
-    profiler = Profiler(next((os.environ[e] for e in PROFILER_DIR_ENVS if os.environ.get(e)), None))
+    profiler = Profiler(next((os.environ[e] for e in PROFILER_DIR_ENVS if os.environ.get(e)), None), engine)
     server = Server((args.host, args.port), engine, profiler)
 
     def shutdown(signum: int, frame: Any) -> None:

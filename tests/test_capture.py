@@ -222,6 +222,45 @@ def test_jax_capture_compiles_and_churn(tmp_path: Path) -> None:
     assert len(churn) == 1 and "3 compiles" in churn[0], churn
 
 
+def test_jax_serving_capture_prefill_churn_and_buckets(tmp_path: Path) -> None:
+    """The JAX decoder served with load under --backend jax: unbucketed prompts recompile
+    `prefill` per length inside the window (and TTFT shows it); with --buckets at most one compile
+    per bucket (16/32/64)."""
+    counts = {}
+    for buckets in (False, True):
+        port, store = free_port(), tmp_path / f"s{int(buckets)}.duckdb"
+        res = capture_json(
+            "--backend", "jax", "--duration", "2", "--warmup", "0.2", "--out", str(tmp_path / f"cap{int(buckets)}"),
+            "--store", str(store), "--load", f"http://127.0.0.1:{port}", "--max-tokens", "6",
+            "--prompt-tokens", "uniform:4:60", "--concurrency", "2", "--",
+            PY, str(EXAMPLE), "--engine", "jax", "--port", str(port), *(["--buckets"] if buckets else []))
+        run_id = res["run"]["run_id"]
+        counts[buckets] = q(store, f"SELECT count(*) FROM compiles WHERE run_id = '{run_id}' "
+                                   "AND function = 'prefill'")[0][0]
+        n, bad = q(store, f"SELECT count(*), count(*) FILTER (output_tokens <> 6 OR error IS NOT NULL) "
+                          f"FROM requests WHERE run_id = '{run_id}'")[0]
+        assert n == res["requests"]["requests"] > 0 and bad == 0
+        churn = [f for r in res["findings"] for f in r["findings"]
+                 if f["analyzer"] == "compile_churn" and f["title"].startswith("prefill recompiled")]
+        if not buckets:
+            assert len(churn) == 1 and "dimension 1" in churn[0]["detail"], churn
+            # two request threads compile at once: the share counts wall time (the union), not Σ
+            spans = sorted(q(store, f"SELECT start_ns, start_ns + dur_ns FROM compiles WHERE run_id = '{run_id}' "
+                                    "AND function = 'prefill'"))
+            union, end = 0, None
+            for s0, e0 in spans:
+                if end is None or s0 > end:
+                    union += e0 - s0
+                    end = e0
+                elif e0 > end:
+                    union += e0 - end
+                    end = e0
+            ev = churn[0]["evidence"]
+            assert ev["compile_wall_ns"] == union <= ev["window_ns"]
+            assert ev["compile_time_ns"] == sum(e0 - s0 for s0, e0 in spans)
+    assert counts[False] >= 3 and counts[True] <= 3 and counts[True] < counts[False], counts
+
+
 JAX_SERVER = """
 import sys, time, jax, jax.numpy as jnp
 jax.profiler.start_server(int(sys.argv[1]))
