@@ -179,6 +179,23 @@ def test_stop_event_returns_early_and_cancels_in_flight() -> None:
     assert seen[-1].requests_sent == 2
 
 
+def test_finish_event_lets_in_flight_requests_complete() -> None:
+    """``finish`` (how tracekit capture closes its window): no new requests after it is set, and
+    the ones in flight complete and are recorded, none cancelled."""
+    finish = threading.Event()
+    with serve(Behaviour(first_token_s=0.01, token_interval_s=0.1)) as (url, _):
+        timer = threading.Timer(0.6, finish.set)
+        timer.start()
+        set_at_ns = time.time_ns() + int(0.6e9)
+        t0 = time.monotonic()
+        res = run_load(LoadSpec(url, duration_s=30, concurrency=2, max_tokens=10), finish=finish)
+        took = time.monotonic() - t0
+    assert res.cancelled == 0 and len(res.records) == 2  # each request takes ~1 s: both in flight
+    assert all(r.error is None and r.output_tokens == 10 for r in res.records)
+    assert all(r.start_ns < set_at_ns for r in res.records)
+    assert 0.9 <= took < 2.5  # returned when the in-flight requests ended, not after 30 s
+
+
 def test_progress_reports_what_ended() -> None:
     seen: list[LoadProgress] = []
     with serve(Behaviour(first_token_s=0.01)) as (url, _):

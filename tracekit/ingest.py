@@ -17,6 +17,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import duckdb
 
@@ -26,6 +27,13 @@ from tracekit.parsers import REGISTRY, IngestContext, get_parser
 from tracekit.parsers._io import file_sha256
 from tracekit.parsers.base import DeviceInfo
 from tracekit.store import connect, default_store_path, utc_now
+
+if TYPE_CHECKING:  # pragma: no cover
+    from tracekit.collectors.load import RequestRecord
+
+#: The request log of a capture directory (``tracekit capture`` writes it; one JSON object per
+#: request, see :func:`tracekit.collectors.load.write_requests`): stored with the run.
+REQUESTS_FILE = "tracekit-requests.jsonl"
 
 #: Called as ``progress(n_events, n_bytes)`` with the trace events and input-file bytes (as on
 #: disk) processed since the last call; the total of bytes is the sum of the inputs' sizes.
@@ -42,6 +50,8 @@ class RunInput:
     content_sha256: str
     file_hashes: list[str] = field(default_factory=list)
     input_bytes: int = 0
+    #: a directory's request log (``tracekit capture`` writes it), read and checked up front
+    requests: list[RequestRecord] | None = None
 
     @property
     def run_id(self) -> str:
@@ -150,6 +160,11 @@ def resolve_input(path: str | Path, format_name: str | None = None) -> RunInput:
             known = ", ".join(sorted(REGISTRY))
             raise TraceInputError(p, f"not a recognized trace format (known formats: {known})")
         files = [p]
+    requests = None
+    if p.is_dir() and (p / REQUESTS_FILE).is_file():
+        from tracekit.collectors.load import read_requests
+
+        requests = read_requests(p / REQUESTS_FILE)
     hashes = [file_sha256(f) for f in files]
     if len(files) == 1:
         content = hashes[0]
@@ -162,6 +177,7 @@ def resolve_input(path: str | Path, format_name: str | None = None) -> RunInput:
         content_sha256=content,
         file_hashes=hashes,
         input_bytes=sum(f.stat().st_size for f in files),
+        requests=requests,
     )
 
 
@@ -204,6 +220,10 @@ def _write_run(
 ) -> IngestResult:
     ctx = IngestContext(con, item.run_id, progress, python_events=python_events)
     get_parser(item.format).parse(item.files, ctx)
+    if item.requests is not None:
+        from tracekit.collectors.load import insert_requests
+
+        insert_requests(con, item.run_id, item.requests)
     hash_of = dict(zip(item.files, item.file_hashes))
     for info in ctx.ranks:
         # a rank read from one file carries that file's hash; a rank assembled from several

@@ -84,6 +84,8 @@ COUNTER_PRESETS: dict[str, list[list[str]]] = {
 SERVER_TRACE_DIR_ENV: dict[str, str] = {"vllm": "VLLM_TORCH_PROFILER_DIR", "sglang": "SGLANG_TORCH_PROFILER_DIR"}
 
 _HOOK_TEMPLATE = Path(__file__).with_name("_capture_sitecustomize.py")
+#: What a capture directory says about itself (backend, command, window, load settings), JSON.
+CAPTURE_FILE = "tracekit-capture.json"
 
 
 @dataclass
@@ -237,12 +239,12 @@ def _wait_ready(url: str, timeout_s: float, alive: Callable[[], bool], stop: thr
 
 
 class _LoadRunner:
-    """Runs the load driver in a thread; ``stop()`` ends it and returns its result."""
+    """Runs the load driver in a thread; ``stop()`` ends it gracefully and returns its result."""
 
     def __init__(self, spec: LoadSpec) -> None:
         from tracekit.collectors.load import run_load
 
-        self._stop = threading.Event()
+        self._finish = threading.Event()
         self.result: LoadResult | None = None
         self.error: BaseException | None = None
         self.done = 0
@@ -254,7 +256,7 @@ class _LoadRunner:
 
         def target() -> None:
             try:
-                self.result = run_load(spec, stop=self._stop, on_progress=progress)
+                self.result = run_load(spec, on_progress=progress, finish=self._finish)
             except BaseException as exc:  # reported by stop()
                 self.error = exc
 
@@ -262,7 +264,8 @@ class _LoadRunner:
         self._thread.start()
 
     def stop(self) -> LoadResult | None:
-        self._stop.set()
+        """No new requests; wait for those in flight to complete (each bounded by its timeout)."""
+        self._finish.set()
         self._thread.join()
         if self.error is not None:
             raise self.error
@@ -692,12 +695,39 @@ def capture(spec: CaptureSpec, *, stop: threading.Event | None = None,
     out_dir.mkdir(parents=True, exist_ok=True)
     stop = stop or threading.Event()
     if spec.attach is not None:
-        return _capture_attach(spec, out_dir, stop, on_status)
-    if spec.server is not None:
-        return _capture_server(spec, out_dir, stop, on_status)
-    if spec.backend == "rocprof":
-        return _capture_rocprof(spec, out_dir, stop, on_status)
-    return _capture_hooked(spec, out_dir, stop, on_status)
+        result = _capture_attach(spec, out_dir, stop, on_status)
+    elif spec.server is not None:
+        result = _capture_server(spec, out_dir, stop, on_status)
+    elif spec.backend == "rocprof":
+        result = _capture_rocprof(spec, out_dir, stop, on_status)
+    else:
+        result = _capture_hooked(spec, out_dir, stop, on_status)
+    _write_capture_files(spec, result)
+    return result
+
+
+def _write_capture_files(spec: CaptureSpec, result: CaptureResult) -> None:
+    """The window's request log (read back by ``tracekit ingest DIR``) and what was captured how."""
+    from tracekit.ingest import REQUESTS_FILE
+
+    requests = result.window_requests()
+    if requests is not None:
+        from tracekit.collectors.load import write_requests
+
+        write_requests(requests.records, result.out_dir / REQUESTS_FILE)
+    (result.out_dir / CAPTURE_FILE).write_text(json.dumps({
+        "backend": spec.backend, "command": spec.command, "attach": spec.attach, "server": spec.server,
+        "server_url": spec.server_url, "duration_s": spec.duration_s, "warmup_s": spec.warmup_s,
+        "warmup_steps": spec.warmup_steps, "counters": spec.counters,
+        "window_start_ns": result.window_start_ns, "window_end_ns": result.window_end_ns,
+        "interrupted": result.interrupted, "command_returncode": result.command_returncode,
+        "trace_files": [str(p.relative_to(result.out_dir)) for p in result.trace_files],
+        "load": None if spec.load is None else {
+            "url": spec.load.url, "concurrency": spec.load.concurrency, "rate_rps": spec.load.rate_rps,
+            "prompt_tokens": spec.load.prompt_tokens, "max_tokens": spec.load.max_tokens,
+            "endpoint": spec.load.endpoint, "requests_in_window": len(requests.records) if requests else 0},
+        "notes": result.notes,
+    }, indent=1) + "\n")
 
 
 def capture_and_ingest(
@@ -719,17 +749,7 @@ def capture_and_ingest(
     result = capture(spec, stop=stop, on_status=on_status)
     run_tags = {"capture_backend": spec.backend or ("attach" if spec.attach else str(spec.server))}
     run_tags.update(tags or {})
+    # the capture directory holds the traces and the window's request log: one ingest, one
+    # transaction, stores both (and the directory can be ingested into another store later)
     (res,) = ingest([result.out_dir], store, label=label, workload=workload, tags=run_tags)
-    requests = result.window_requests()
-    if requests is not None and res.created:
-        from tracekit.api import store_requests
-
-        try:
-            store_requests(res.run_id, requests, store=store)
-        except BaseException:
-            from tracekit.store import delete_run, open_store
-
-            with open_store(store) as con:
-                delete_run(con, res.run_id)
-            raise
     return result, res

@@ -35,10 +35,13 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlsplit
 
 from tracekit.errors import LoadInputError
+
+if TYPE_CHECKING:  # pragma: no cover
+    import duckdb
 
 Endpoint = Literal["completions", "chat"]
 
@@ -643,13 +646,16 @@ def run_load(
     spec: LoadSpec,
     stop: threading.Event | None = None,
     on_progress: Callable[[LoadProgress], None] | None = None,
+    finish: threading.Event | None = None,
 ) -> LoadResult:
     """Apply the load of ``spec`` and return every request's record (blocking).
 
     New requests start during ``spec.duration_s`` seconds; requests in flight then run to their
-    end (each bounded by ``spec.timeout_s``). Setting ``stop`` ends the load early: no new
-    requests, the in-flight ones are cut off (counted in ``LoadResult.cancelled``, not recorded)
-    and the function returns within about a second. ``on_progress`` is called from the calling
+    end (each bounded by ``spec.timeout_s``). Setting ``finish`` ends the load early the same
+    way: no new requests, the in-flight ones complete and are recorded (``tracekit capture``
+    closes its window so). Setting ``stop`` ends it abruptly: no new requests, the in-flight ones
+    are cut off (counted in ``LoadResult.cancelled``, not recorded) and the function returns
+    within about a second. ``on_progress`` is called from the calling
     thread every :data:`PROGRESS_INTERVAL_S` seconds and once at the end.
 
     Raises :class:`LoadInputError` for a bad spec (see :func:`check_spec`) or when the server
@@ -664,6 +670,7 @@ def run_load(
         raise LoadInputError(spec.url, f"server unreachable: {exc.strerror or exc}") from None
     model = spec.model if spec.model is not None else _served_model(target, spec.timeout_s)
     stop = stop if stop is not None else threading.Event()
+    finish = finish if finish is not None else threading.Event()
     cancel = threading.Event()
     run = _Run(spec, target, prompts, dist, model, cancel)
     slots = threading.BoundedSemaphore(spec.concurrency) if spec.concurrency else None
@@ -674,7 +681,7 @@ def run_load(
     deadline = t0 + spec.duration_s
 
     def closed_loop() -> None:
-        while not stop.is_set() and time.monotonic() < deadline:
+        while not stop.is_set() and not finish.is_set() and time.monotonic() < deadline:
             run.request()
 
     def arrival() -> None:
@@ -683,7 +690,7 @@ def run_load(
                 if stop.is_set():
                     return
         try:
-            if not stop.is_set():
+            if not stop.is_set() and not finish.is_set():
                 run.request()
         finally:
             if slots is not None:
@@ -699,7 +706,7 @@ def run_load(
             spawn(closed_loop)
     next_arrival = t0 + (arrivals.expovariate(spec.rate_rps) if spec.rate_rps else math.inf)
     next_report = t0
-    while not stop.is_set():
+    while not stop.is_set() and not finish.is_set():
         now = time.monotonic()
         # every arrival due by now (and inside the duration) leaves, even after a late wake-up
         while spec.rate_rps and next_arrival <= min(now, deadline):
@@ -710,7 +717,8 @@ def run_load(
         if on_progress is not None and now >= next_report:
             on_progress(run.progress(t0, run.next_id))
             next_report = now + PROGRESS_INTERVAL_S
-        stop.wait(max(0.0, min(next_arrival, deadline, next_report) - time.monotonic()))
+        # short waits: ``finish`` (like ``stop``) must end the arrivals promptly
+        stop.wait(min(0.02, max(0.0, min(next_arrival, deadline, next_report) - time.monotonic())))
     # Drain: requests in flight run to their end unless stop is (or gets) set.
     for th in threads:
         while th.is_alive():
@@ -733,6 +741,77 @@ def run_load(
 # Store
 
 
+#: ``REQUESTS_FILE`` (defined in :mod:`tracekit.ingest`): the request log ``tracekit capture``
+#: writes into its output directory, one JSON object per request (the fields of
+#: :class:`RequestRecord`); ``tracekit ingest DIR`` stores it with the run, so a capture
+#: directory is self-contained and can be ingested into any store.
+
+_RECORD_FIELDS: dict[str, tuple[type, ...]] = {
+    "request_id": (int,), "start_ns": (int,), "ttft_ns": (int, type(None)), "itl_ns": (list,),
+    "e2e_ns": (int,), "prompt_tokens": (int, type(None)), "output_tokens": (int,),
+    "status": (int, type(None)), "error": (str, type(None)), "token_count_source": (str,),
+}
+
+
+def write_requests(records: Sequence[RequestRecord], path: str | Path) -> None:
+    """Write ``records`` as JSON lines (:data:`REQUESTS_FILE` format) to ``path``."""
+    with open(path, "w", encoding="utf-8") as fh:
+        for r in records:
+            fh.write(json.dumps({k: getattr(r, k) for k in _RECORD_FIELDS}) + "\n")
+
+
+def read_requests(path: str | Path) -> list[RequestRecord]:
+    """Read a :data:`REQUESTS_FILE`; raise :class:`tracekit.errors.TraceInputError` naming the
+    line and the problem when it is malformed."""
+    from tracekit.errors import TraceInputError
+
+    out: list[RequestRecord] = []
+    try:
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise TraceInputError(path, f"cannot read the request log: {exc}") from None
+    for i, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            doc = json.loads(line)
+        except ValueError as exc:
+            raise TraceInputError(path, f"line {i}: not JSON ({exc})") from None
+        if not isinstance(doc, dict):
+            raise TraceInputError(path, f"line {i}: expected a JSON object per request")
+        for key, types in _RECORD_FIELDS.items():
+            v = doc.get(key)
+            if not isinstance(v, types) or isinstance(v, bool):
+                raise TraceInputError(path, f"line {i}: {key} missing or of the wrong type")
+        if not all(isinstance(g, int) and not isinstance(g, bool) for g in doc["itl_ns"]):
+            raise TraceInputError(path, f"line {i}: itl_ns must be a list of integers (ns)")
+        if doc["token_count_source"] not in ("usage", "counted"):
+            raise TraceInputError(path, f"line {i}: token_count_source must be 'usage' or 'counted'")
+        out.append(RequestRecord(**{k: doc[k] for k in _RECORD_FIELDS}))
+    return out
+
+
+def insert_requests(con: duckdb.DuckDBPyConnection, run_id: str, records: Sequence[RequestRecord]) -> int:
+    """Insert ``records`` as run ``run_id``'s requests on ``con`` (inside the caller's transaction)."""
+    recs = list(records)
+    if recs:
+        columns = (
+            [r.request_id for r in recs], [r.start_ns for r in recs], [r.ttft_ns for r in recs],
+            [r.e2e_ns for r in recs], [r.prompt_tokens for r in recs], [r.output_tokens for r in recs],
+            [r.itl_ns for r in recs], [r.status for r in recs], [r.error for r in recs],
+            [r.token_count_source for r in recs],
+        )
+        con.execute(
+            """INSERT INTO request_rows
+               SELECT ?, unnest(?::BIGINT[]), unnest(?::BIGINT[]), unnest(?::BIGINT[]),
+                      unnest(?::BIGINT[]), unnest(?::BIGINT[]), unnest(?::BIGINT[]),
+                      unnest(?::BIGINT[][]), unnest(?::INTEGER[]), unnest(?::VARCHAR[]),
+                      unnest(?::VARCHAR[])""",
+            [run_id, *columns],
+        )
+    return len(recs)
+
+
 def store_requests(run_id: str, result: LoadResult, store: str | Path | None = None) -> int:
     """Attach a load's request records to run ``run_id`` (the ``requests`` view), replacing the
     run's previous ones, in one transaction; return the number of requests stored.
@@ -742,12 +821,6 @@ def store_requests(run_id: str, result: LoadResult, store: str | Path | None = N
     from tracekit.store import default_store_path, open_store
 
     recs = result.records
-    columns = (
-        [r.request_id for r in recs], [r.start_ns for r in recs], [r.ttft_ns for r in recs],
-        [r.e2e_ns for r in recs], [r.prompt_tokens for r in recs], [r.output_tokens for r in recs],
-        [r.itl_ns for r in recs], [r.status for r in recs], [r.error for r in recs],
-        [r.token_count_source for r in recs],
-    )
     path = Path(store) if store is not None else default_store_path()
     with open_store(path) as con:
         if not con.execute("SELECT count(*) FROM runs WHERE run_id = ?", [run_id]).fetchall()[0][0]:
@@ -755,15 +828,7 @@ def store_requests(run_id: str, result: LoadResult, store: str | Path | None = N
         con.execute("BEGIN")
         try:
             con.execute("DELETE FROM request_rows WHERE run_id = ?", [run_id])
-            if recs:
-                con.execute(
-                    """INSERT INTO request_rows
-                       SELECT ?, unnest(?::BIGINT[]), unnest(?::BIGINT[]), unnest(?::BIGINT[]),
-                              unnest(?::BIGINT[]), unnest(?::BIGINT[]), unnest(?::BIGINT[]),
-                              unnest(?::BIGINT[][]), unnest(?::INTEGER[]), unnest(?::VARCHAR[]),
-                              unnest(?::VARCHAR[])""",
-                    [run_id, *columns],
-                )
+            insert_requests(con, run_id, recs)
             con.execute("COMMIT")
         except BaseException:
             con.execute("ROLLBACK")
