@@ -756,8 +756,7 @@ _RECORD_FIELDS: dict[str, tuple[type, ...]] = {
 def write_requests(records: Sequence[RequestRecord], path: str | Path) -> None:
     """Write ``records`` as JSON lines (:data:`REQUESTS_FILE` format) to ``path``."""
     with open(path, "w", encoding="utf-8") as fh:
-        for r in records:
-            fh.write(json.dumps({k: getattr(r, k) for k in _RECORD_FIELDS}) + "\n")
+        fh.writelines(json.dumps({k: getattr(r, k) for k in _RECORD_FIELDS}) + "\n" for r in records)
 
 
 def read_requests(path: str | Path) -> list[RequestRecord]:
