@@ -315,6 +315,7 @@ class _Clock:
         self.out_dir = out_dir
         self.load = load
         self.window_t0: float | None = None
+        self.window_t1: float | None = None  # set when the window closes: its length stops growing
         self._last = 0.0
 
     def tick(self, phase: str, force: bool = False) -> None:
@@ -322,9 +323,12 @@ class _Clock:
         if self.on_status is None or (not force and now - self._last < 0.25):
             return
         self._last = now
+        if phase == "draining" and self.window_t1 is None:
+            self.window_t1 = now
+        w_end = now if self.window_t1 is None else self.window_t1
         self.on_status(CaptureStatus(
             phase=phase, elapsed_s=now - self.t0,
-            window_elapsed_s=None if self.window_t0 is None else now - self.window_t0,
+            window_elapsed_s=None if self.window_t0 is None else w_end - self.window_t0,
             trace_bytes=_dir_bytes(self.out_dir),
             requests_done=self.load.done if self.load else 0,
             request_errors=self.load.errors if self.load else 0,
@@ -749,6 +753,10 @@ def capture_and_ingest(
     result = capture(spec, stop=stop, on_status=on_status)
     run_tags = {"capture_backend": spec.backend or ("attach" if spec.attach else str(spec.server))}
     run_tags.update(tags or {})
+    if on_status is not None:
+        w = ((result.window_end_ns or 0) - (result.window_start_ns or 0)) / 1e9 if result.window_start_ns else None
+        on_status(CaptureStatus(phase="ingesting", elapsed_s=0.0, window_elapsed_s=w,
+                                trace_bytes=_dir_bytes(result.out_dir)))
     # the capture directory holds the traces and the window's request log: one ingest, one
     # transaction, stores both (and the directory can be ingested into another store later)
     (res,) = ingest([result.out_dir], store, label=label, workload=workload, tags=run_tags)
