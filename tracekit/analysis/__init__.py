@@ -1,12 +1,13 @@
 """Analyzers: stateless classes registered by name that read a run from the store and write
 ``findings`` and ``metrics``; the hardware catalog they use (:mod:`tracekit.analysis.hardware`).
 
-Built in: ``compile_churn``, ``wave_stalls``, ``padding_waste``, ``memory_bound_decode``,
+Built in: ``compile_churn``, ``device_time``, ``wave_stalls``, ``padding_waste``, ``memory_bound_decode``,
 ``launch_idle`` and ``serving`` (see docs/findings.md); a plugin registers the same way, by subclassing
 :class:`Analyzer` with a ``name``.
 """
 
 from tracekit.analysis import compile_churn as _compile_churn  # noqa: F401  (registers itself)
+from tracekit.analysis import device_time as _device_time  # noqa: F401  (registers itself)
 from tracekit.analysis import launch_idle as _launch_idle  # noqa: F401  (registers itself)
 from tracekit.analysis import memory_bound_decode as _memory_bound_decode  # noqa: F401  (registers itself)
 from tracekit.analysis import padding_waste as _padding_waste  # noqa: F401  (registers itself)
