@@ -1,7 +1,7 @@
 """The ``tracekit`` command line: a thin Typer + Rich layer over :mod:`tracekit`'s Python API.
 
 Exit codes: 0 ok; 2 bad input or usage (one line ``error: <path>: <reason>`` on stderr, store
-untouched); 1 is reserved for a failed check (``tracekit check``, later).
+untouched); 1 a failed check (``tracekit check`` found a regression).
 """
 
 from __future__ import annotations
@@ -613,6 +613,9 @@ def capture(
             return
         window = "" if s.window_elapsed_s is None else f" · window {s.window_elapsed_s:.1f}"
         window += f"/{duration:g} s" if window and duration else (" s" if window else "")
+        if s.phase == "ingesting":
+            status.update(f"ingesting {s.trace_bytes / 1e6:.1f} MB of traces into {store_path}")
+            return
         reqs = f" · {s.requests_done} requests ({s.request_errors} errors)" if load_spec else ""
         status.update(f"{s.phase} · {s.elapsed_s:.1f} s{window}{reqs} · trace {s.trace_bytes / 1e6:.1f} MB")
 
@@ -736,6 +739,135 @@ def dashboard(
     err.print(f"tracekit dashboard: http://{host}:{port}/ (store {store_path}, read-only); Ctrl-C stops it",
               markup=False)
     dash_app.run(host=host, port=port, debug=False)
+
+
+
+@app.command()
+def check(
+    candidate: Annotated[
+        list[str], typer.Option("--candidate", help="Candidate run id; repeat per run (≥ 5 recommended).")
+    ] = [],  # noqa: B006
+    baseline: Annotated[
+        list[str], typer.Option("--baseline", help="Baseline run id; repeat per run (≥ 5 recommended).")
+    ] = [],  # noqa: B006
+    baseline_label: Annotated[
+        str | None,
+        typer.Option("--baseline-label", help="Use the newest runs with this label (e.g. main) as the baseline, "
+                     "of the candidates' workload when they share one."),
+    ] = None,
+    history: Annotated[
+        str | None,
+        typer.Option("--history", help="Main-branch tier: look for change points in this workload's runs "
+                     "(ordered by capture time)."),
+    ] = None,
+    min_change: Annotated[
+        str | None,
+        typer.Option("--min-change", help="Smallest change that counts, for metrics without their own in the "
+                     "config: a percentage (3%) or an amount in the metric's unit. [default: 2%]",
+                     show_default=False),
+    ] = None,
+    config: Annotated[
+        Path | None,
+        typer.Option("--config", envvar="TRACEKIT_CHECK_CONFIG",
+                     help="TOML file: gated metrics and their minimum change, test, levels (docs/MATH.md) "
+                     "[env TRACEKIT_CHECK_CONFIG]."),
+    ] = None,
+    test: Annotated[
+        str | None, typer.Option("--test", help="PR-tier test: mann-whitney (default) or welch.", show_default=False)
+    ] = None,
+    fmt: Annotated[str, typer.Option("--format", "-f", help="Output: markdown or json.")] = "markdown",
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="Also write the message to this file.", show_default=False)
+    ] = None,
+    post: Annotated[
+        list[str], typer.Option("--post", help="Post the message: github (PR comment, updated in place) or "
+                                "slack (incoming webhook); repeat for both.")
+    ] = [],  # noqa: B006
+    pr: Annotated[
+        int | None, typer.Option("--pr", help="Pull request number for --post github [default: from GITHUB_REF].",
+                                 show_default=False)
+    ] = None,
+    repo: Annotated[
+        str | None, typer.Option("--repo", help="owner/name for --post github [default: $GITHUB_REPOSITORY].",
+                                 show_default=False)
+    ] = None,
+    post_on: Annotated[
+        str, typer.Option("--post-on", help="When to post: always, or regression (only when the check fails).")
+    ] = "always",
+    comment_key: Annotated[
+        str | None, typer.Option("--comment-key", help="Keep one comment per key on a PR (e.g. the workload) "
+                                 "instead of one per PR.", show_default=False)
+    ] = None,
+    dashboard_url: Annotated[
+        str | None,
+        typer.Option("--dashboard-url", envvar="TRACEKIT_DASHBOARD_URL",
+                     help="Base URL of `tracekit dashboard`, for compare links [env TRACEKIT_DASHBOARD_URL]."),
+    ] = None,
+    store: StoreOpt = None,
+) -> None:
+    """Check for performance regressions: candidate runs against a baseline (PR tier) or change
+    points in a workload's history (main-branch tier). Exit 0 no regression, 1 regression, 2 error.
+
+    \b
+    tracekit check --candidate C1 ... --candidate C5 --baseline B1 ... --baseline B5
+    tracekit check --candidate C1 --candidate C2 --baseline-label main --min-change 3%
+    tracekit check --history llama3-8b-decode --post slack
+    """
+    from tracekit.check import load_config, parse_min_change, run_check
+    from tracekit.check.gate import validate
+    from tracekit.check.message import to_json, to_markdown, to_slack
+    from tracekit.check.post import post_github, post_slack
+
+    if fmt not in ("markdown", "json"):
+        fail(f"--format {fmt}: expected markdown or json")
+    for dest in post:
+        if dest not in ("github", "slack"):
+            fail(f"--post {dest}: expected github or slack")
+    if post_on not in ("always", "regression"):
+        fail(f"--post-on {post_on}: expected always or regression")
+    if history is not None and (candidate or baseline or baseline_label):
+        fail("--history: give either --history or --candidate/--baseline runs, not both")
+    if history is None and not candidate:
+        fail("give --candidate RUN (with --baseline RUN or --baseline-label LABEL) or --history WORKLOAD")
+    if history is None and not baseline and baseline_label is None:
+        fail("--candidate: give --baseline RUN (repeat per run) or --baseline-label LABEL")
+    try:
+        cfg = load_config(config)
+        if min_change is not None:
+            try:
+                cfg.min_change = parse_min_change(min_change, "--min-change")
+            except ValueError as exc:
+                fail(str(exc))
+        if test is not None:
+            cfg.test = test
+            try:
+                validate(cfg)
+            except ValueError as exc:
+                fail(f"--test {exc}")
+        result = run_check(store, candidates=candidate, baselines=baseline, baseline_label=baseline_label,
+                           history=history, config=cfg, dashboard_url=dashboard_url)
+    except TracekitError as exc:
+        fail(str(exc))
+        return
+    markdown = to_markdown(result, comment_key)
+    text = to_json(result) if fmt == "json" else markdown
+    sys.stdout.write(text)
+    if output is not None:
+        try:
+            output.write_text(text)
+        except OSError as exc:
+            fail(f"{output}: cannot write: {exc.strerror or exc}")
+    try:
+        for dest in dict.fromkeys(post) if post_on == "always" or result.regression else ():
+            if dest == "github":
+                done = post_github(markdown, repo=repo, pr=pr, key=comment_key)
+                err.print(f"github: comment {done.action}" + (f" ({done.url})" if done.url else ""), markup=False)
+            else:
+                post_slack(to_slack(result))
+                err.print("slack: message sent", markup=False)
+    except TracekitError as exc:
+        fail(str(exc))
+    raise typer.Exit(1 if result.regression else 0)
 
 
 def main() -> None:
