@@ -243,6 +243,23 @@ def test_weekly_page_trends_deltas_and_what_changed(
     assert change == pytest.approx(round(100 * (cur - prev) / prev, 1), abs=0.051)
     verdict = row.find_element(By.CSS_SELECTOR, "td[data-dash-column='verdict']").text
     assert verdict == ("better" if cur < prev else "worse")  # decode step time: lower is better
+    # request-level metrics (the weekly captures' request logs, through the serving analyzer): six points
+    # each, the plotted values the runs' own metrics (one run per week), in week order
+    days = [d.isoformat() for (d,) in _sql(sample_store, "SELECT DISTINCT captured_at::DATE FROM runs "
+                                                         "WHERE workload = ? ORDER BY 1", [WORKLOAD])]
+    for metric in ("ttft_p95_ms", "tpot_p95_ms", "output_tokens_per_s"):
+        points = browser.find_elements(By.CSS_SELECTOR, f"#trend-{metric} .scatterlayer .point")
+        assert len(points) == len(days) == 6, metric
+        plotted = browser.execute_script(
+            f"return document.querySelector('#trend-{metric} .js-plotly-plot').data[0].y;")
+        assert plotted == pytest.approx([_metric(sample_store, metric, d) for d in days], rel=1e-12), metric
+    assert "TTFT p95 (ms; lower is better)" in browser.find_element(By.ID, "trend-ttft_p95_ms").text
+    ttft, ttft_prev = (_metric(sample_store, "ttft_p95_ms", d) for d in ("2026-11-23", "2026-11-16"))
+    row = next(tr for tr in browser.find_elements(By.CSS_SELECTOR, "#wow-table tr") if tr.text.startswith("TTFT p95"))
+    assert float(row.find_element(By.CSS_SELECTOR, "td[data-dash-column='this week']").text) == round(ttft, 4)
+    assert float(row.find_element(By.CSS_SELECTOR, "td[data-dash-column='previous']").text) == round(ttft_prev, 4)
+    assert row.find_element(By.CSS_SELECTOR, "td[data-dash-column='verdict']").text == (
+        "better" if ttft < ttft_prev else "worse")
     pad = next(tr for tr in browser.find_elements(By.CSS_SELECTOR, "#wow-table tr") if tr.text.startswith("bucket"))
     assert pad.find_element(By.CSS_SELECTOR, "td[data-dash-column='verdict']").text == "better"  # 0.36 → 0
     changes = browser.find_element(By.ID, "finding-changes")
