@@ -81,6 +81,8 @@ _CAT_CASE = "CASE cat " + " ".join(
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 _BOUNDARY = re.compile(rb"\}\s*,\s*(?=\{)")
 _CHUNK_BYTES = 2 << 20  # JSON bytes per chunk file handed to DuckDB
+_BATCH_BYTES = 6 << 20  # kept-event JSON bytes gathered before one INSERT over their chunk files
+_BATCH_CHUNKS = 8  # chunks the producer may run ahead of DuckDB
 _WINDOW = 256 << 10  # where to look for the last event boundary of a chunk
 _MAX_UNSPLIT = 64 << 20  # a buffer this large without a valid boundary means malformed JSON
 
@@ -415,22 +417,45 @@ class KinetoParser(Parser, format_name="kineto"):
         con = ctx.con
         params = {"run_id": ctx.run_id, "rank": rank}
         n_total = n_python = n_flow = bytes_done = 0
-        # The producer thread decodes and writes the next chunks while DuckDB inserts this one.
-        for chunk in prefetch(kf.chunk_files(tmp), depth=2):
-            for sql, path in ((_INSERT_DEVICE, chunk.device_path), (_INSERT_HOST, chunk.host_path)):
-                if path is None:
+        pending: dict[str, list[Path]] = {_INSERT_DEVICE: [], _INSERT_HOST: []}
+        pending_bytes = 0
+
+        def flush() -> None:
+            # One INSERT over several chunk files: each read_json call costs a few ms of set-up,
+            # which dominated when every 2 MiB chunk had its own (27 calls: 0.23 s vs 0.11 s).
+            for sql, paths in pending.items():
+                if not paths:
                     continue
+                files = "[" + ", ".join(_sql_str(str(p)) for p in paths) + "]"
                 try:
-                    con.execute(sql.replace("{path}", _sql_str(str(path))), params)
+                    con.execute(sql.replace("{path}", files), params)
                 except duckdb.Error as exc:
                     raise TraceInputError(kf.path, f"unexpected value in an event: {_duckdb_reason(exc)}") from None
                 finally:
-                    path.unlink(missing_ok=True)
-            n_total += chunk.n_events
-            n_python += chunk.n_python
-            n_flow += chunk.n_flow
-            ctx.progress(chunk.n_events, chunk.input_bytes_done - bytes_done)
-            bytes_done = chunk.input_bytes_done
+                    for p in paths:
+                        p.unlink(missing_ok=True)
+                    paths.clear()
+
+        # The producer thread decodes and writes the next chunks while DuckDB inserts earlier ones.
+        try:
+            for chunk in prefetch(kf.chunk_files(tmp), depth=_BATCH_CHUNKS + 1):
+                for sql, path in ((_INSERT_DEVICE, chunk.device_path), (_INSERT_HOST, chunk.host_path)):
+                    if path is not None:
+                        pending[sql].append(path)
+                        pending_bytes += path.stat().st_size
+                if pending_bytes >= _BATCH_BYTES:
+                    flush()
+                    pending_bytes = 0
+                n_total += chunk.n_events
+                n_python += chunk.n_python
+                n_flow += chunk.n_flow
+                ctx.progress(chunk.n_events, chunk.input_bytes_done - bytes_done)
+                bytes_done = chunk.input_bytes_done
+            flush()
+        finally:
+            for paths in pending.values():
+                for p in paths:
+                    p.unlink(missing_ok=True)
         meta = kf.meta
         stats = con.execute(
             """SELECT min(s), max(e), sum(n), sum(hip), sum(cuda) FROM (
