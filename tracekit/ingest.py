@@ -23,7 +23,7 @@ import duckdb
 
 from tracekit import __version__
 from tracekit.errors import StoreError, TraceInputError
-from tracekit.parsers import REGISTRY, IngestContext, get_parser
+from tracekit.parsers import REGISTRY, IngestContext, Parser, get_parser
 from tracekit.parsers._io import file_sha256
 from tracekit.parsers.base import DeviceInfo
 from tracekit.store import connect, default_store_path, utc_now
@@ -52,6 +52,8 @@ class RunInput:
     input_bytes: int = 0
     #: a directory's request log (``tracekit capture`` writes it), read and checked up front
     requests: list[RequestRecord] | None = None
+    #: the parser instance that will read the files (``prepare`` may already have started it)
+    parser: Parser | None = None
 
     @property
     def run_id(self) -> str:
@@ -219,7 +221,7 @@ def _write_run(
     override_captured_at: dt.datetime | None = None,
 ) -> IngestResult:
     ctx = IngestContext(con, item.run_id, progress, python_events=python_events)
-    get_parser(item.format).parse(item.files, ctx)
+    (item.parser or get_parser(item.format)).parse(item.files, ctx)
     if item.requests is not None:
         from tracekit.collectors.load import insert_requests
 
@@ -329,6 +331,9 @@ def ingest(
     if not paths:
         raise TraceInputError("<none>", "no input path given")
     items = [resolve_input(p, format_name) for p in paths]
+    for item in items:  # store-independent work (imports, decoding) may start now, in the background
+        item.parser = get_parser(item.format)
+        item.parser.prepare(item.files)
     if captured_at is not None and captured_at.tzinfo is not None:
         captured_at = captured_at.astimezone(dt.UTC).replace(tzinfo=None)
     if on_start is not None:

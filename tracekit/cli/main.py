@@ -12,14 +12,16 @@ import decimal
 import json
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, cast
 
 import typer
-from rich.console import Console
 
 from tracekit import __version__
 from tracekit.errors import TracekitError
 from tracekit.store import default_store_path
+
+if TYPE_CHECKING:  # pragma: no cover
+    from rich.console import Console
 
 app = typer.Typer(
     name="tracekit",
@@ -29,8 +31,25 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-out = Console(highlight=False, soft_wrap=True)
-err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+class _LazyConsole:
+    """A Rich console made on first use: a ``--json`` ingest never imports Rich (~20 ms)."""
+
+    def __init__(self, **options: Any) -> None:
+        self._options = options
+        self._console: Console | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        if self._console is None:
+            from rich.console import Console
+
+            self._console = Console(**self._options)
+        return getattr(self._console, name)
+
+
+out = cast("Console", _LazyConsole(highlight=False, soft_wrap=True))
+err = cast("Console", _LazyConsole(stderr=True, highlight=False, soft_wrap=True))
 
 StoreOpt = Annotated[
     Path | None,

@@ -43,6 +43,11 @@ class Parser:
         """Why ``path``, whose name suggests this format, is not readable as it (one line)."""
         return f"not a recognized {self.format_name} trace"
 
+    def prepare(self, files: list[Path]) -> None:
+        """Called once the inputs are resolved, before the store is opened: a parser may start
+        slow work that needs no store (imports, decoding the first file) in a background thread,
+        for :meth:`parse` to pick up. Errors must surface in :meth:`parse`. Default: nothing."""
+
     def parse(self, files: list[Path], ctx: IngestContext) -> None:
         """Write the rows of one run, made of ``files``, through ``ctx``."""
         raise NotImplementedError
