@@ -45,7 +45,7 @@ class XPlaneParser(Parser, format_name="xplane"):
         """Import the protobuf/NumPy reader and decode the first file in a background thread
         while ingest opens (or creates) the store: DuckDB releases the GIL meanwhile, so the
         ~0.1 s of imports and decoding overlap the store's set-up."""
-        first = sorted(files)[0]
+        first = min(files)  # parse() reads the files in sorted order: this one first
         box: dict[str, Any] = {}
 
         def work() -> None:
