@@ -345,8 +345,8 @@ def test_rocprof_wrapper_with_standin(tmp_path: Path) -> None:
 def test_rocprof_multipass_preset_uses_an_input_file(tmp_path: Path) -> None:
     log = tmp_path / "rocprof.log"
     env = {"PATH": f"{STANDIN_BIN}{os.pathsep}{os.environ['PATH']}", "ROCPROF_STANDIN_LOG": str(log)}
-    capture_json("--backend", "rocprof", "--counters", "memory", "--duration", "0.3", "--out", str(tmp_path / "c"),
-                 "--store", str(tmp_path / "s.duckdb"), "--no-analyze", "--", PY, "-c", "import time; time.sleep(60)",
+    capture_json("--backend", "rocprof", "--counters", "memory", "--out", str(tmp_path / "c"),
+                 "--store", str(tmp_path / "s.duckdb"), "--no-analyze", "--", PY, "-c", "import time; time.sleep(0.5)",
                  env=env)
     (call,) = [json.loads(x) for x in log.read_text().splitlines()]
     assert "-i" in call["argv"] and "--pmc" not in call["argv"]
@@ -380,6 +380,15 @@ def test_rocprof_missing_is_a_one_line_error(tmp_path: Path) -> None:
         (["--backend", "jax", "--warmup-steps", "3", "--", PY, "-c", "pass"], "--warmup-steps"),
         (["--backend", "torch", "--counters", "stalls", "--", PY, "-c", "pass"], "--counters"),
         (["--duration", "1"], "give exactly one of"),
+        # a bad load spec fails before the command starts
+        (["--backend", "torch", "--load", "http://127.0.0.1:{dead}", "--prompt-tokens", "bogus:1", "--duration", "1",
+          "--", PY, "-c", "import time; time.sleep(30)"], "bogus:1: bad length distribution"),
+        # a window that never opens (the command never imports torch) is bounded by --ready-timeout
+        (["--backend", "torch", "--duration", "30", "--ready-timeout", "2", "--",
+          PY, "-c", "import signal, time; signal.signal(signal.SIGINT, signal.SIG_DFL); time.sleep(60)"],
+         "no Python process of the command imported torch within 2 s"),
+        (["--backend", "rocprof", "--counters", "memory", "--duration", "5", "--", PY, "-c", "pass"],
+         "preset 'memory' needs 2 passes"),
     ],
 )
 def test_failures_are_one_line_errors_and_store_nothing(tmp_path: Path, args: list[str], message: str) -> None:

@@ -609,7 +609,9 @@ def capture(
         if duration is None:
             fail("--load needs --duration (the window the load and the capture share)")
         load_spec = LoadSpec(
-            url=load, duration_s=warmup + (duration or 0) + 1.0,
+            # ended by the capture when its window closes (the window opens only once a process
+            # is profiling, which can take a while): the duration is just a bound
+            url=load, duration_s=warmup + (duration or 0) + ready_timeout + 3600.0,
             concurrency=concurrency if concurrency is not None or rate is not None else 4,
             rate_rps=rate, prompts_file=prompts, prompt_tokens=prompt_tokens, max_tokens=max_tokens,
             model=model, endpoint=endpoint,  # type: ignore[arg-type]
@@ -706,6 +708,9 @@ def _interruptible(fn: Any, stop: Any) -> Any:
 
     def on_signal(signum: int, _frame: Any) -> None:
         if stop.is_set():
+            from tracekit.collectors.capture import terminate_children
+
+            terminate_children()  # the commands run in their own sessions: stop them before leaving
             raise KeyboardInterrupt
         stop.set()
         err.print(f"{signal.Signals(signum).name}: closing the capture window and ingesting what was "

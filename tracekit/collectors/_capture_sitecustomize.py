@@ -33,6 +33,7 @@ import importlib.abc
 import importlib.util
 import json
 import os
+import shutil
 import socket
 import sys
 import threading
@@ -71,7 +72,15 @@ class _Session:
         return os.path.join(self.control, name)
 
     def _window_open(self) -> bool:
-        return os.path.exists(self._marker("start")) and self.steps >= self.warmup_steps
+        if not os.path.exists(self._marker("start")) or self.steps < self.warmup_steps:
+            return False
+        if self.backend == "jax":
+            # only a process that uses an XLA backend: starting a trace would initialise one
+            # (claiming the GPU/TPU) in launcher or helper processes that merely import jax
+            from jax._src import xla_bridge
+
+            return bool(xla_bridge.backends_are_initialized())
+        return True
 
     def _window_closed(self) -> bool:
         return self.closed.is_set() or os.path.exists(self._marker("stop"))
@@ -79,9 +88,11 @@ class _Session:
     def run(self) -> None:
         pid = os.getpid()
         try:
-            while not self._window_open():
-                if self._window_closed():
+            while True:
+                if self._window_closed():  # first: a process that gets ready too late stays out
                     return
+                if self._window_open():
+                    break
                 time.sleep(_POLL_S)
             self._start()
             _write_json(self._marker(f"{pid}.started"), {"unix_ns": time.time_ns()})
@@ -134,7 +145,11 @@ class _Session:
             }))
             prof.stop()
             path = os.path.join(self.out_dir, f"{socket.gethostname()}.{pid}.pt.trace.json.gz")
-            prof.export_chrome_trace(path)
+            # written outside the output directory, then moved in whole: a process killed while
+            # exporting leaves no truncated trace behind for the ingest
+            partial = os.path.join(self.control, f"{pid}.partial.pt.trace.json.gz")
+            prof.export_chrome_trace(partial)
+            shutil.move(partial, path)
             return path
         import jax.profiler
 

@@ -212,6 +212,16 @@ def _check_spec(spec: CaptureSpec) -> None:
         url = urllib.parse.urlparse(spec.server_url or "")
         if url.scheme not in ("http", "https") or not url.netloc:
             raise CaptureError(spec.server_url or spec.server, "expected the server's http(s) URL")
+    if spec.counters is not None and len(COUNTER_PRESETS[spec.counters]) > 1 and (
+            spec.load is not None or spec.duration_s is not None):
+        raise CaptureError("--counters", f"preset {spec.counters!r} needs {len(COUNTER_PRESETS[spec.counters])} "
+                                         "passes, i.e. one run of the application each: use it on a "
+                                         "workload that ends by itself (no --load, no --duration), or "
+                                         "the one-pass preset 'stalls'")
+    if spec.load is not None:
+        from tracekit.collectors.load import check_spec
+
+        check_spec(spec.load)  # a bad prompts file or length spec fails before anything starts
 
 
 # -- shared pieces ------------------------------------------------------------------------------------
@@ -264,12 +274,17 @@ class _LoadRunner:
         self._thread.start()
 
     def stop(self) -> LoadResult | None:
-        """No new requests; wait for those in flight to complete (each bounded by its timeout)."""
-        self._finish.set()
-        self._thread.join()
+        """No new requests; wait for those in flight to complete (each bounded by its timeout).
+        Raises what the load driver raised."""
+        self.close()
         if self.error is not None:
             raise self.error
         return self.result
+
+    def close(self) -> None:
+        """Like :meth:`stop`, for clean-up paths: never raises."""
+        self._finish.set()
+        self._thread.join()
 
 
 def _terminate(proc: subprocess.Popen[bytes], grace_s: float = 10.0) -> int:
@@ -285,7 +300,9 @@ def _terminate(proc: subprocess.Popen[bytes], grace_s: float = 10.0) -> int:
             proc.wait(timeout=wait)
         except subprocess.TimeoutExpired:
             continue
-    return proc.wait()
+    rc = proc.wait()
+    _LIVE.discard(proc)
+    return rc
 
 
 def _stderr_fd() -> int | None:
@@ -293,6 +310,19 @@ def _stderr_fd() -> int | None:
         return sys.stderr.fileno()
     except (AttributeError, OSError, ValueError):  # stderr replaced by an object without a file
         return None
+
+
+#: Commands started by captures in this process and not reaped yet: :func:`terminate_children`
+#: stops them when a capture is aborted (their own session keeps the terminal's signals away).
+_LIVE: set[subprocess.Popen[bytes]] = set()
+
+
+def terminate_children() -> None:
+    """Stop every command a capture started that is still running (used when a capture is
+    aborted: a second Ctrl-C)."""
+    for proc in list(_LIVE):
+        _terminate(proc, grace_s=5.0)
+        _LIVE.discard(proc)
 
 
 def _start_command(command: Sequence[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
@@ -303,7 +333,9 @@ def _start_command(command: Sequence[str], env: dict[str, str]) -> subprocess.Po
         # own session: a Ctrl-C in the terminal reaches tracekit only, which then closes the
         # window, lets the processes export their traces, and stops the command itself
         # the command's stdout goes to our stderr: tracekit's stdout carries its own result (--json)
-        return subprocess.Popen(list(command), env=env, start_new_session=True, stdout=_stderr_fd())
+        proc = subprocess.Popen(list(command), env=env, start_new_session=True, stdout=_stderr_fd())
+        _LIVE.add(proc)
+        return proc
     except OSError as exc:
         raise CaptureError(exe, f"cannot start: {exc.strerror or exc}") from None
 
@@ -393,9 +425,17 @@ def _capture_hooked(spec: CaptureSpec, out_dir: Path, stop: threading.Event, on_
         # warm-up, then open the window
         result.interrupted = _sleep_until(time.monotonic() + spec.warmup_s, stop, clock, "warmup", alive)
         (control / "start").touch()
-        # the window starts when the first process has its profiler running
+        # the window starts when the first process has its profiler running: bounded, for a
+        # command that never imports the library (or never reaches --warmup-steps)
+        opened_by = time.monotonic() + spec.ready_timeout_s
         while not result.interrupted and alive() and not _markers(control, "started"):
             if _markers(control, "failed"):
+                break
+            if time.monotonic() > opened_by:
+                lib = "torch" if spec.backend == "torch" else "jax"
+                steps = f" and ran {spec.warmup_steps} steps" if spec.warmup_steps else ""
+                result.notes.append(f"no Python process of the command imported {lib}{steps} within "
+                                    f"{spec.ready_timeout_s:g} s of the window opening (--ready-timeout)")
                 break
             result.interrupted = _sleep_until(time.monotonic() + 0.05, stop, clock, "warmup", alive)
         started = _markers(control, "started")
@@ -438,11 +478,12 @@ def _capture_hooked(spec: CaptureSpec, out_dir: Path, stop: threading.Event, on_
                 result.trace_files.append(p)
     finally:
         if load is not None:
-            load.stop()
+            load.close()
         if proc.poll() is None:
             result.command_returncode = _terminate(proc)
         else:
             result.command_returncode = proc.returncode
+            _LIVE.discard(proc)
         shutil.rmtree(control, ignore_errors=True)
         shutil.rmtree(hook_dir, ignore_errors=True)
     if not result.trace_files:
@@ -471,9 +512,12 @@ def rocprof_command(spec: CaptureSpec, out_dir: Path, input_file: Path | None = 
             if input_file is None:
                 raise ValueError("a multi-pass counter preset needs an input file")
             cmd += ["-i", str(input_file)]
-    if spec.warmup_s or spec.duration_s:
-        # start delay : collection time : repeat once (a duration of 0 means to the end)
-        ms = round((spec.duration_s or 0) * 1000)
+    if (spec.warmup_s or spec.duration_s) and spec.load is None:
+        # start delay : collection time : repeat once, counted from each process's start. With a
+        # load the window is timed from the load instead, so rocprofv3 collects the whole run and
+        # the stored requests carry the window; without a duration, collect to the end (rocprofv3
+        # reads a collection time of 0 as "stop at once", so a day stands for "to the end").
+        ms = round(spec.duration_s * 1000) if spec.duration_s else 86_400_000
         cmd += ["--collection-period", f"{round(spec.warmup_s * 1000)}:{ms}:1",
                 "--collection-period-unit", "msec"]
     return [*cmd, "--", *spec.command]
@@ -483,7 +527,7 @@ def _capture_rocprof(spec: CaptureSpec, out_dir: Path, stop: threading.Event, on
                      ) -> CaptureResult:
     if shutil.which("rocprofv3") is None:
         raise CaptureError("rocprofv3", "not found on PATH: install ROCm's rocprofiler-sdk "
-                                        "(rocprofv3 ships with ROCm ≥ 6.2) or add it to PATH")
+                                        "(rocprofv3 with rocpd output: ROCm ≥ 7.0) or add it to PATH")
     input_file = None
     if spec.counters is not None and len(COUNTER_PRESETS[spec.counters]) > 1:
         input_file = out_dir / f"tracekit-counters-{spec.counters}.json"
@@ -515,9 +559,10 @@ def _capture_rocprof(spec: CaptureSpec, out_dir: Path, stop: threading.Event, on
         result.window_end_ns = time.time_ns()
     finally:
         if load is not None:
-            load.stop()
+            load.close()
         # rocprofv3 writes its output when the application exits: stop the application gracefully
         result.command_returncode = _terminate(proc, grace_s=spec.drain_timeout_s) if alive() else proc.returncode
+        _LIVE.discard(proc)
     if input_file is not None:
         input_file.unlink(missing_ok=True)
     result.trace_files = sorted(p for p in out_dir.rglob("*") if p.is_file())
@@ -587,7 +632,7 @@ def _capture_attach(spec: CaptureSpec, out_dir: Path, stop: threading.Event, on_
         result.window_end_ns = time.time_ns()
     finally:
         if load is not None:
-            result.load = load.stop()
+            load.close()
         channel.close()
     if response.empty_trace or not response.xspace:
         raise CaptureError(spec.attach, "no trace written: the profiler server returned an empty trace")
@@ -666,7 +711,7 @@ def _capture_server(spec: CaptureSpec, out_dir: Path, stop: threading.Event, on_
             time.sleep(0.5)
     finally:
         if load is not None:
-            load.stop()
+            load.close()
         if started:
             try:
                 _post(base + "/stop_profile", None, 10.0)
