@@ -160,7 +160,7 @@ FORKING = """
 import multiprocessing as mp, time, torch
 def work(k):
     m = torch.nn.Linear(32, 32)
-    for _ in range(40):
+    for _ in range(150):  # ~1.5 s: long enough for the re-armed profiler to start on a busy machine
         m(torch.randn(k + 1, 32)); time.sleep(0.01)
 if __name__ == "__main__":
     torch.randn(1)

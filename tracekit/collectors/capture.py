@@ -84,6 +84,11 @@ COUNTER_PRESETS: dict[str, list[list[str]]] = {
 SERVER_TRACE_DIR_ENV: dict[str, str] = {"vllm": "VLLM_TORCH_PROFILER_DIR", "sglang": "SGLANG_TORCH_PROFILER_DIR"}
 
 _HOOK_TEMPLATE = Path(__file__).with_name("_capture_sitecustomize.py")
+#: Seconds after the first process starts profiling during which later ones still count as
+#: opening the window together (the window opens at the last of them).
+_SETTLE_S = 1.0
+#: Seconds to keep waiting for a process to start profiling after another one failed to arm.
+_FAILURE_GRACE_S = 5.0
 #: What a capture directory says about itself (backend, command, window, load settings), JSON.
 CAPTURE_FILE = "tracekit-capture.json"
 
@@ -428,8 +433,13 @@ def _capture_hooked(spec: CaptureSpec, out_dir: Path, stop: threading.Event, on_
         # the window starts when the first process has its profiler running: bounded, for a
         # command that never imports the library (or never reaches --warmup-steps)
         opened_by = time.monotonic() + spec.ready_timeout_s
+        first_failure: float | None = None
         while not result.interrupted and alive() and not _markers(control, "started"):
-            if _markers(control, "failed"):
+            if first_failure is None and _markers(control, "failed"):
+                first_failure = time.monotonic()
+            # one process failing to arm (a helper with an odd torch) need not sink the others:
+            # give them a few seconds more before giving up
+            if first_failure is not None and time.monotonic() > first_failure + _FAILURE_GRACE_S:
                 break
             if time.monotonic() > opened_by:
                 lib = "torch" if spec.backend == "torch" else "jax"
@@ -439,8 +449,19 @@ def _capture_hooked(spec: CaptureSpec, out_dir: Path, stop: threading.Event, on_
                 break
             result.interrupted = _sleep_until(time.monotonic() + 0.05, stop, clock, "warmup", alive)
         started = _markers(control, "started")
+        if started and not result.interrupted:
+            # A server's processes arm at different times (the API process before the GPU
+            # workers): those that start within a short settle time all belong to the window,
+            # which opens when the last of them is profiling.
+            settle = time.monotonic() + _SETTLE_S
+            while time.monotonic() < settle and alive() and not stop.is_set():
+                clock.tick("warmup")
+                time.sleep(0.05)
+            started = _markers(control, "started")
         if started:
-            result.window_start_ns = min(int(m["unix_ns"]) for m in started.values())
+            first = min(int(m["unix_ns"]) for m in started.values())
+            result.window_start_ns = max(int(m["unix_ns"]) for m in started.values()
+                                         if int(m["unix_ns"]) <= first + int(_SETTLE_S * 1e9))
             clock.window_t0 = time.monotonic() - (time.time_ns() - result.window_start_ns) / 1e9
             if not result.interrupted:
                 end = None if spec.duration_s is None else clock.window_t0 + spec.duration_s
