@@ -37,7 +37,6 @@ import json
 import os
 import platform
 import shlex
-import sqlite3
 import statistics
 import sys
 import time
@@ -48,7 +47,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_ingest import Sample, TracekitTool, _cache_key, _median, run_measured, tail
-from bench_rocpd import DEFAULT_SOURCE, DEFAULT_WORKDIR, TARGET_DISPATCHES, _tables, generate
+from bench_rocpd import DEFAULT_SOURCE, DEFAULT_WORKDIR, TARGET_DISPATCHES, cached_meta, copies_for, generate
 
 TARGET_ALL_ANALYZERS_S = 2.0  # issue 5: all analyzers together on a 1M-kernel run
 
@@ -64,13 +63,10 @@ def cached_store(db: Path, workdir: Path, tool: TracekitTool, timeout_s: float) 
     store = workdir / f"{db.stem}.analyze-store.duckdb"
     meta_path = store.with_name(store.name + ".meta.json")
     key = {"db": _cache_key(db), "versions": _versions()}
-    if store.exists() and meta_path.exists():
-        meta = json.loads(meta_path.read_text())
-        if meta.get("key") == key:
-            print(f"[store] reusing {store} (run {meta['run_id']})", flush=True)
-            return store, str(meta["run_id"]), meta
-    for p in workdir.glob(store.name + "*"):
-        p.unlink()
+    cached = cached_meta(store, key)
+    if cached is not None:
+        print(f"[store] reusing {store} (run {cached['run_id']})", flush=True)
+        return store, str(cached["run_id"]), cached
     print(f"[store] ingesting {db.name} into {store} ...", flush=True)
     log_path = workdir / "logs" / "analyze-ingest.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -135,13 +131,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     workdir: Path = args.workdir.resolve()
-    copies = args.copies
-    if copies <= 0:
-        src = sqlite3.connect(f"file:{args.source}?mode=ro", uri=True)
-        n = src.execute(f'SELECT count(*) FROM "{_tables(src)["rocpd_kernel_dispatch"]}"').fetchone()[0]
-        src.close()
-        copies = -(-TARGET_DISPATCHES // n)
-    db, db_meta = generate(args.source, workdir, copies, args.pmc_every)
+    db, db_meta = generate(args.source, workdir, copies_for(args.source, args.copies), args.pmc_every)
     tool = TracekitTool(args.tracekit)
     ok, why = tool.available()
     if not ok:

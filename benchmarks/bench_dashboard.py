@@ -36,7 +36,6 @@ import datetime as _dt
 import json
 import os
 import platform
-import sqlite3
 import statistics
 import sys
 import time
@@ -48,7 +47,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_analyze import _versions
 from bench_ingest import _cache_key
-from bench_rocpd import DEFAULT_SOURCE, DEFAULT_WORKDIR, TARGET_DISPATCHES, _tables, generate
+from bench_rocpd import DEFAULT_SOURCE, DEFAULT_WORKDIR, cached_meta, copies_for, generate
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "sample_traces" / "amd_synthetic_rocpd"
@@ -64,13 +63,10 @@ def dashboard_store(db: Path, workdir: Path) -> tuple[Path, str, str]:
     store = workdir / f"{db.stem}.dashboard-store.duckdb"
     meta_path = store.with_name(store.name + ".meta.json")
     key = {"db": _cache_key(db), "versions": _versions()}
-    if store.exists() and meta_path.exists():
-        meta = json.loads(meta_path.read_text())
-        if meta.get("key") == key:
-            print(f"[store] reusing {store}", flush=True)
-            return store, meta["big"], meta["sample"]
-    for p in workdir.glob(store.name + "*"):
-        p.unlink()
+    cached = cached_meta(store, key)
+    if cached is not None:
+        print(f"[store] reusing {store}", flush=True)
+        return store, cached["big"], cached["sample"]
     print(f"[store] building {store} ...", flush=True)
     [small] = tracekit.ingest([SAMPLE], store, workload=WORKLOAD, label="synthetic sample",
                               captured_at=_dt.datetime(2026, 11, 16, 10))
@@ -114,10 +110,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     workdir: Path = args.workdir.resolve()
-    src = sqlite3.connect(f"file:{args.source}?mode=ro", uri=True)
-    n = src.execute(f'SELECT count(*) FROM "{_tables(src)["rocpd_kernel_dispatch"]}"').fetchone()[0]
-    src.close()
-    db, db_meta = generate(args.source, workdir, -(-TARGET_DISPATCHES // n), args.pmc_every)
+    db, db_meta = generate(args.source, workdir, copies_for(args.source), args.pmc_every)
     store, big, sample = dashboard_store(db, workdir)
 
     import duckdb

@@ -115,6 +115,31 @@ def _id_range(con: sqlite3.Connection, t: dict[str, str], space: str) -> tuple[i
     return int(lo), int(hi)
 
 
+def copies_for(source: Path, copies: int = 0) -> int:
+    """``copies``, or when ≤ 0 the number of copies of ``source`` that reaches TARGET_DISPATCHES."""
+    if copies > 0:
+        return copies
+    src = sqlite3.connect(f"file:{source}?mode=ro", uri=True)
+    try:
+        n = src.execute(f'SELECT count(*) FROM "{_tables(src)["rocpd_kernel_dispatch"]}"').fetchone()[0]
+    finally:
+        src.close()
+    return -(-TARGET_DISPATCHES // n)
+
+
+def cached_meta(store: Path, key: dict[str, Any]) -> dict[str, Any] | None:
+    """The metadata saved beside a benchmark's cached ``store`` if it was built for ``key`` (the
+    input database's cache key and the versions), else None after removing the stale files."""
+    meta_path = store.with_name(store.name + ".meta.json")
+    if store.exists() and meta_path.exists():
+        meta: dict[str, Any] = json.loads(meta_path.read_text())
+        if meta.get("key") == key:
+            return meta
+    for p in store.parent.glob(store.name + "*"):
+        p.unlink()
+    return None
+
+
 def generate(source: Path, workdir: Path, copies: int, pmc_every: int) -> tuple[Path, dict[str, Any]]:
     out = workdir / f"rocpd-big-x{copies}-pmc{pmc_every}_results.db"
     meta_path = out.with_name(out.name + ".meta.json")
@@ -203,13 +228,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     workdir: Path = args.workdir.resolve()
-    copies = args.copies
-    if copies <= 0:
-        src = sqlite3.connect(f"file:{args.source}?mode=ro", uri=True)
-        n = src.execute(f'SELECT count(*) FROM "{_tables(src)["rocpd_kernel_dispatch"]}"').fetchone()[0]
-        src.close()
-        copies = -(-TARGET_DISPATCHES // n)
-    db, meta = generate(args.source, workdir, copies, args.pmc_every)
+    db, meta = generate(args.source, workdir, copies_for(args.source, args.copies), args.pmc_every)
     if args.generate_only:
         return 0
     tool = TracekitTool(args.tracekit)
