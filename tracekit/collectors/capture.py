@@ -372,6 +372,18 @@ class _Clock:
         ))
 
 
+def _start_load(spec: CaptureSpec, clock: _Clock, stop: threading.Event,
+                alive: Callable[[], bool] | None = None) -> _LoadRunner | None:
+    """Start the load driver, if the spec has one; with ``alive`` (a command is starting the
+    server), first wait until the load URL accepts connections."""
+    if spec.load is None:
+        return None
+    if alive is not None:
+        _wait_ready(spec.load.url, spec.ready_timeout_s, alive, stop)
+    clock.load = _LoadRunner(spec.load)
+    return clock.load
+
+
 def _sleep_until(deadline: float | None, stop: threading.Event, clock: _Clock, phase: str,
                  alive: Callable[[], bool] = lambda: True) -> bool:
     """Sleep until ``deadline`` (monotonic s; None = until ``alive()`` turns false). True if stopped."""
@@ -423,10 +435,7 @@ def _capture_hooked(spec: CaptureSpec, out_dir: Path, stop: threading.Event, on_
 
     try:
         clock.tick("starting", force=True)
-        if spec.load is not None:
-            _wait_ready(spec.load.url, spec.ready_timeout_s, alive, stop)
-            load = _LoadRunner(spec.load)
-            clock.load = load
+        load = _start_load(spec, clock, stop, alive)
         # warm-up, then open the window
         result.interrupted = _sleep_until(time.monotonic() + spec.warmup_s, stop, clock, "warmup", alive)
         (control / "start").touch()
@@ -564,10 +573,7 @@ def _capture_rocprof(spec: CaptureSpec, out_dir: Path, stop: threading.Event, on
         return proc.poll() is None
 
     try:
-        if spec.load is not None:
-            _wait_ready(spec.load.url, spec.ready_timeout_s, alive, stop)
-            load = _LoadRunner(spec.load)
-            clock.load = load
+        load = _start_load(spec, clock, stop, alive)
         result.interrupted = _sleep_until(time.monotonic() + spec.warmup_s, stop, clock, "warmup", alive)
         result.window_start_ns = time.time_ns()
         clock.window_t0 = time.monotonic()
@@ -629,9 +635,8 @@ def _capture_attach(spec: CaptureSpec, out_dir: Path, stop: threading.Event, on_
         except grpc.FutureTimeoutError:
             raise CaptureError(spec.attach, "profiler server unreachable (is jax.profiler.start_server "
                                             "running on that port?)") from None
-        if spec.load is not None:
-            load = _LoadRunner(spec.load)
-            clock.load = load
+        load = _start_load(spec, clock, stop)
+        if load is not None:
             result.interrupted = _sleep_until(time.monotonic() + spec.warmup_s, stop, clock, "warmup")
         result.window_start_ns = time.time_ns()
         clock.window_t0 = time.monotonic()
@@ -702,9 +707,8 @@ def _capture_server(spec: CaptureSpec, out_dir: Path, stop: threading.Event, on_
     started = False
     try:
         _wait_ready(base, 0.0, lambda: True, stop)  # the server is already up: one attempt
-        if spec.load is not None:
-            load = _LoadRunner(spec.load)
-            clock.load = load
+        load = _start_load(spec, clock, stop)
+        if load is not None:
             result.interrupted = _sleep_until(time.monotonic() + spec.warmup_s, stop, clock, "warmup")
         body = {"output_dir": str(trace_dir)} if spec.server == "sglang" else None
         _post(base + "/start_profile", body, 60.0)
