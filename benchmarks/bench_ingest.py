@@ -334,8 +334,16 @@ def file_facts(path: Path, workdir: Path) -> dict[str, Any]:
         with _open_trace(path) as f:
             while chunk := f.read(1 << 22):
                 json_bytes += len(chunk)
-        with _open_trace(path) as f:
-            events = len(json.load(f)["traceEvents"])
+        # counted in a child process: json.load would grow this process to ~400 MB, and a child
+        # forked from a large parent starts with that RSS in its own ru_maxrss
+        events = int(subprocess.run(
+            [sys.executable, "-c", (
+                "import gzip, json, sys; p = sys.argv[1]; "
+                "f = gzip.open(p) if p.endswith('.gz') else open(p, 'rb'); "
+                "print(len(json.load(f)['traceEvents']))"
+            ), str(path)],
+            check=True, capture_output=True, text=True,
+        ).stdout)
         cache[key] = {"gz_bytes": path.stat().st_size if path.name.endswith(".gz") else None,
                       "json_bytes": json_bytes, "events": events}
         workdir.mkdir(parents=True, exist_ok=True)

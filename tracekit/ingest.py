@@ -333,7 +333,7 @@ def ingest(
     items = [resolve_input(p, format_name) for p in paths]
     for item in items:  # store-independent work (imports, decoding) may start now, in the background
         item.parser = get_parser(item.format)
-        item.parser.prepare(item.files)
+        item.parser.prepare(item.files, python_events=python_events)
     if captured_at is not None and captured_at.tzinfo is not None:
         captured_at = captured_at.astimezone(dt.UTC).replace(tzinfo=None)
     if on_start is not None:

@@ -620,8 +620,10 @@ def connect(
 
 
 def _schema_version(con: duckdb.DuckDBPyConnection) -> int | None:
+    # duckdb_tables(), not information_schema: 1 ms instead of 11 on a fresh connection
     row = con.execute(
-        "SELECT count(*) FROM information_schema.tables WHERE table_name = 'tracekit_schema'"
+        "SELECT count(*) FROM duckdb_tables() WHERE table_name = 'tracekit_schema' "
+        "AND schema_name = 'main' AND database_name = current_database()"
     ).fetchone()
     if not row or row[0] == 0:
         return None
@@ -643,7 +645,9 @@ def ensure_schema(con: duckdb.DuckDBPyConnection, path: str | Path = "<store>") 
     version = _schema_version(con)
     if version is None:
         n_tables = con.execute(
-            "SELECT count(*) FROM information_schema.tables WHERE table_schema = 'main'"
+            "SELECT (SELECT count(*) FROM duckdb_tables() WHERE schema_name = 'main' "
+            "AND database_name = current_database()) + (SELECT count(*) FROM duckdb_views() "
+            "WHERE NOT internal AND schema_name = 'main' AND database_name = current_database())"
         ).fetchone()
         if n_tables and n_tables[0]:
             raise StoreError(path, "not a tracekit store (a DuckDB file with other tables)")

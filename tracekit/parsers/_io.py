@@ -7,7 +7,7 @@ import queue
 import threading
 import types
 import zlib
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -118,7 +118,7 @@ def iter_decompressed(
 _DONE = object()
 
 
-def prefetch(items: Iterator[T], depth: int = 2) -> Iterator[T]:
+def prefetch(items: Iterator[T], depth: int = 2) -> Generator[T, None, None]:
     """Run ``items`` in a background thread, ``depth`` items ahead of the consumer.
 
     Used to decompress and cut the next chunk while DuckDB parses the current one (both release

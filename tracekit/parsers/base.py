@@ -11,9 +11,10 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
-import duckdb
+if TYPE_CHECKING:  # annotations only: parsers import without DuckDB (the CLI reads ahead first)
+    import duckdb
 
 REGISTRY: dict[str, type[Parser]] = {}
 
@@ -43,10 +44,11 @@ class Parser:
         """Why ``path``, whose name suggests this format, is not readable as it (one line)."""
         return f"not a recognized {self.format_name} trace"
 
-    def prepare(self, files: list[Path]) -> None:
+    def prepare(self, files: list[Path], *, python_events: bool = False) -> None:
         """Called once the inputs are resolved, before the store is opened: a parser may start
         slow work that needs no store (imports, decoding the first file) in a background thread,
-        for :meth:`parse` to pick up. Errors must surface in :meth:`parse`. Default: nothing."""
+        for :meth:`parse` to pick up (``python_events`` is what the context of :meth:`parse`
+        will say). Errors must surface in :meth:`parse`. Default: nothing."""
 
     def parse(self, files: list[Path], ctx: IngestContext) -> None:
         """Write the rows of one run, made of ``files``, through ``ctx``."""

@@ -29,15 +29,21 @@ from __future__ import annotations
 
 import gc
 import os
+import queue
 import re
 import tempfile
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import duckdb
 import msgspec
+
+try:  # the C scanner (setup.py builds it when a compiler is present); else the pure-Python path
+    from tracekit.parsers import _kineto_scan as _native
+except ImportError:  # pragma: no cover - depends on the build
+    _native = None  # type: ignore[assignment]
 
 from tracekit.errors import TraceInputError
 from tracekit.parsers._io import ReadCounter, iter_decompressed, prefetch, read_head
@@ -329,6 +335,9 @@ _ARG_KEYS = (
     "Fwd thread id", "cbid", "Collective name", "In msg nelems", "Out msg nelems", "Group size",
     "dtype",
 )
+#: the native scanner matches the trace's own key spellings (the 2021 "external id" included)
+_ARG_KEYS_BYTES = [b"external id" if k == "external_id_2021" else k.encode() for k in _ARG_KEYS]
+_DEVICE_CATS_BYTES = [k.encode() for k in DEVICE_CATS]
 _COLUMNS = (
     "{ph: 'VARCHAR', cat: 'VARCHAR', name: 'VARCHAR', pid: 'VARCHAR', tid: 'VARCHAR', "
     "ts: 'DECIMAL(24,6)', dur: 'DECIMAL(24,6)', args: 'STRUCT("
@@ -338,48 +347,81 @@ _COLUMNS = (
 
 _READ = "read_json({path}, format = 'array', columns = " + _COLUMNS + ")"
 
-def _a(key: str, typ: str) -> str:
-    return f'TRY_CAST(args."{key}" AS {typ})'
+#: The native scanner's batches: the same values as text columns ``cat name pid tid ts dur``
+#: and ``a<i>`` for ``args[_ARG_KEYS[i]]`` (ts/dur: the trace's own number text), plus
+#: ``ts_ns``/``dur_ns``, exact BIGINT ns computed by the scanner where the text is plain decimal
+#: µs with at most 6 fractional digits (else NULL, and SQL converts the text as below).
+_NATIVE_SRC = "kineto_batch"
+
+
+def _json_arg(key: str) -> str:
+    return f'args."{key}"'
+
+
+def _native_arg(key: str) -> str:
+    return f"a{_ARG_KEYS.index(key)}"
 
 
 _NS = "CAST(round({c} * 1000) AS BIGINT)"  # exact: {c} is DECIMAL µs from the JSON text
-_EXTERNAL_ID = f'coalesce({_a("External id", "BIGINT")}, {_a("external_id_2021", "BIGINT")})'
-_COLLECTIVE = (
-    f'args."Collective name", {_a("In msg nelems", "BIGINT")}, {_a("Out msg nelems", "BIGINT")}, '
-    f'{_a("Group size", "INTEGER")}, args.dtype'
-)
-_INSERT_DEVICE = f"""
+
+
+def _insert_sql(table: str, arg: Callable[[str], str], src: str, *, native: bool = False) -> str:
+    """The INSERT of one batch of events into ``device_activity`` or ``host_events``.
+
+    ``arg(key)`` names the column holding ``args[key]`` (text) and ``src`` is the row source:
+    DuckDB's ``read_json`` of chunk files, or a batch of the native scanner."""
+
+    def a(key: str, typ: str) -> str:
+        return f"TRY_CAST({arg(key)} AS {typ})"
+
+    external_id = f'coalesce({a("External id", "BIGINT")}, {a("external_id_2021", "BIGINT")})'
+    collective = (
+        f'{arg("Collective name")}, {a("In msg nelems", "BIGINT")}, {a("Out msg nelems", "BIGINT")}, '
+        f'{a("Group size", "INTEGER")}, {arg("dtype")}'
+    )
+    ts, dur = _NS.format(c="ts"), _NS.format(c="coalesce(dur, 0)")
+    if native:
+        # the scanner's exact ns, else the same conversion of the text as the JSON path
+        ts = "coalesce(ts_ns, " + _NS.format(c="CAST(ts AS DECIMAL(24,6))") + ")"
+        dur = "coalesce(dur_ns, " + _NS.format(c="CAST(coalesce(dur, '0') AS DECIMAL(24,6))") + ")"
+    if table == "device_activity":
+        return f"""
 INSERT INTO device_activity (run_id, rank, device, stream, category, name, start_ns, dur_ns,
     correlation_id, external_id, trace_category, pid, tid, grid_x, grid_y, grid_z, block_x,
     block_y, block_z, registers_per_thread, shared_mem_bytes, blocks_per_cu, warps_per_cu,
     est_occupancy_pct, bytes, bandwidth_gbps, kind, collective_name, in_msg_nelems,
     out_msg_nelems, group_size, dtype)
-SELECT $run_id, $rank, coalesce({_a("device", "INTEGER")}, TRY_CAST(pid AS INTEGER)),
-    coalesce(args.stream, tid), {_CAT_CASE}, coalesce(name, ''), {_NS.format(c="ts")},
-    {_NS.format(c="coalesce(dur, 0)")}, {_a("correlation", "BIGINT")}, {_EXTERNAL_ID},
-    cat, pid, tid,
-    {_a("grid", "INTEGER[]")}[1], {_a("grid", "INTEGER[]")}[2], {_a("grid", "INTEGER[]")}[3],
-    {_a("block", "INTEGER[]")}[1], {_a("block", "INTEGER[]")}[2], {_a("block", "INTEGER[]")}[3],
-    {_a("registers per thread", "INTEGER")}, {_a("shared memory", "BIGINT")},
-    {_a("blocks per SM", "DOUBLE")}, {_a("warps per SM", "DOUBLE")},
-    {_a("est. achieved occupancy %", "DOUBLE")}, {_a("bytes", "BIGINT")},
-    {_a("memory bandwidth (GB/s)", "DOUBLE")}, args.kind, {_COLLECTIVE}
-FROM {_READ} WHERE ts IS NOT NULL
+SELECT $run_id, $rank, coalesce({a("device", "INTEGER")}, TRY_CAST(pid AS INTEGER)),
+    coalesce({arg("stream")}, tid), {_CAT_CASE}, coalesce(name, ''), {ts}, {dur},
+    {a("correlation", "BIGINT")}, {external_id}, cat, pid, tid,
+    {a("grid", "INTEGER[]")}[1], {a("grid", "INTEGER[]")}[2], {a("grid", "INTEGER[]")}[3],
+    {a("block", "INTEGER[]")}[1], {a("block", "INTEGER[]")}[2], {a("block", "INTEGER[]")}[3],
+    {a("registers per thread", "INTEGER")}, {a("shared memory", "BIGINT")},
+    {a("blocks per SM", "DOUBLE")}, {a("warps per SM", "DOUBLE")},
+    {a("est. achieved occupancy %", "DOUBLE")}, {a("bytes", "BIGINT")},
+    {a("memory bandwidth (GB/s)", "DOUBLE")}, {arg("kind")}, {collective}
+FROM {src} WHERE ts IS NOT NULL
 """
-
-_INSERT_HOST = f"""
+    return f"""
 INSERT INTO host_events (run_id, rank, pid, tid, category, trace_category, name, start_ns,
     dur_ns, correlation_id, external_id, sequence_number, fwd_thread_id, input_dims,
     input_types, input_strides, concrete_inputs, flops, stream, device, cbid, collective_name,
     in_msg_nelems, out_msg_nelems, group_size, dtype)
 SELECT $run_id, $rank, pid, tid, {_CAT_CASE}, coalesce(cat, ''), coalesce(name, ''),
-    {_NS.format(c="ts")}, {_NS.format(c="coalesce(dur, 0)")}, {_a("correlation", "BIGINT")},
-    {_EXTERNAL_ID}, {_a("Sequence number", "BIGINT")}, {_a("Fwd thread id", "BIGINT")},
-    args."Input Dims", args."Input type", args."Input Strides", args."Concrete Inputs",
-    {_a("flops", "DOUBLE")}, args.stream, {_a("device", "INTEGER")}, {_a("cbid", "INTEGER")},
-    {_COLLECTIVE}
-FROM {_READ} WHERE ts IS NOT NULL
+    {ts}, {dur}, {a("correlation", "BIGINT")}, {external_id}, {a("Sequence number", "BIGINT")},
+    {a("Fwd thread id", "BIGINT")}, {arg("Input Dims")}, {arg("Input type")},
+    {arg("Input Strides")}, {arg("Concrete Inputs")}, {a("flops", "DOUBLE")}, {arg("stream")},
+    {a("device", "INTEGER")}, {a("cbid", "INTEGER")}, {collective}
+FROM {src} WHERE ts IS NOT NULL
 """
+
+
+_INSERT_DEVICE = _insert_sql("device_activity", _json_arg, _READ)
+_INSERT_HOST = _insert_sql("host_events", _json_arg, _READ)
+_NATIVE_INSERTS = (
+    _insert_sql("device_activity", _native_arg, _NATIVE_SRC, native=True),
+    _insert_sql("host_events", _native_arg, _NATIVE_SRC, native=True),
+)
 
 
 class KinetoParser(Parser, format_name="kineto"):
@@ -404,58 +446,48 @@ class KinetoParser(Parser, format_name="kineto"):
             return exc.reason
         return "not a PyTorch profiler trace"
 
+    def prepare(self, files: list[Path], *, python_events: bool = False) -> None:
+        """Start reading the first file in the background (native scanner only): inflating and
+        scanning it overlaps with opening the store."""
+        if native_scanner_enabled() and files:
+            self._ahead = {files[0]: _take_read_ahead(files[0], python_events, start=True)}
+
     def parse(self, files: list[Path], ctx: IngestContext) -> None:
+        if native_scanner_enabled():
+            prepared: dict[Path, ReadAhead] = getattr(self, "_ahead", {})
+            self._ahead = {}
+            aheads = []
+            for p in files:
+                found = prepared.pop(p, None)
+                if found is not None and found.file.keep_python != ctx.python_events:
+                    found.cancel()
+                    found = None
+                aheads.append(found or _take_read_ahead(p, ctx.python_events, start=False))
+            for left in prepared.values():
+                left.cancel()
+            ranks = _assign_ranks([a.header() for a in aheads])
+            try:
+                for ahead, (rank, source) in zip(aheads, ranks):
+                    counts = _insert_native(ahead, ctx, {"run_id": ctx.run_id, "rank": rank})
+                    self._finish_file(ahead.file, rank, source, ctx, counts)
+            finally:
+                for ahead in aheads:
+                    ahead.cancel()
+            return
         opened = [KinetoFile(p, keep_python=ctx.python_events).open() for p in files]
         ranks = _assign_ranks(opened)
         with tempfile.TemporaryDirectory(prefix="tracekit-kineto-", dir=_scratch_dir()) as tmp:
             for kf, (rank, source) in zip(opened, ranks):
-                self._parse_file(kf, rank, source, ctx, Path(tmp))
+                counts = _stream_json(kf, ctx, {"run_id": ctx.run_id, "rank": rank}, Path(tmp))
+                self._finish_file(kf, rank, source, ctx, counts)
 
-    def _parse_file(
-        self, kf: KinetoFile, rank: int, rank_source: str, ctx: IngestContext, tmp: Path
+    def _finish_file(
+        self, kf: KinetoFile, rank: int, rank_source: str, ctx: IngestContext,
+        counts: tuple[int, int, int],
     ) -> None:
         con = ctx.con
         params = {"run_id": ctx.run_id, "rank": rank}
-        n_total = n_python = n_flow = bytes_done = 0
-        pending: dict[str, list[Path]] = {_INSERT_DEVICE: [], _INSERT_HOST: []}
-        pending_bytes = 0
-
-        def flush() -> None:
-            # One INSERT over several chunk files: each read_json call costs a few ms of set-up,
-            # which dominated when every 2 MiB chunk had its own (27 calls: 0.23 s vs 0.11 s).
-            for sql, paths in pending.items():
-                if not paths:
-                    continue
-                files = "[" + ", ".join(_sql_str(str(p)) for p in paths) + "]"
-                try:
-                    con.execute(sql.replace("{path}", files), params)
-                except duckdb.Error as exc:
-                    raise TraceInputError(kf.path, f"unexpected value in an event: {_duckdb_reason(exc)}") from None
-                finally:
-                    for p in paths:
-                        p.unlink(missing_ok=True)
-                    paths.clear()
-
-        # The producer thread decodes and writes the next chunks while DuckDB inserts earlier ones.
-        try:
-            for chunk in prefetch(kf.chunk_files(tmp), depth=_BATCH_CHUNKS + 1):
-                for sql, path in ((_INSERT_DEVICE, chunk.device_path), (_INSERT_HOST, chunk.host_path)):
-                    if path is not None:
-                        pending[sql].append(path)
-                        pending_bytes += path.stat().st_size
-                if pending_bytes >= _BATCH_BYTES:
-                    flush()
-                    pending_bytes = 0
-                n_total += chunk.n_events
-                n_python += chunk.n_python
-                n_flow += chunk.n_flow
-                ctx.progress(chunk.n_events, chunk.input_bytes_done - bytes_done)
-                bytes_done = chunk.input_bytes_done
-            flush()
-        finally:
-            for paths in pending.values():
-                for p in paths:
-                    p.unlink(missing_ok=True)
+        n_total, n_python, n_flow = counts
         meta = kf.meta
         stats = con.execute(
             """SELECT min(s), max(e), sum(n), sum(hip), sum(cuda) FROM (
@@ -500,6 +532,293 @@ class KinetoParser(Parser, format_name="kineto"):
             if isinstance(dev_props, dict):
                 ctx.add_device(rank, dev_props, runtime)
 
+
+def _stream_json(
+    kf: KinetoFile, ctx: IngestContext, params: dict[str, Any], tmp: Path
+) -> tuple[int, int, int]:
+    """The pure-Python path: msgspec-decoded chunks written as JSON files for DuckDB's read_json.
+
+    Returns (events, python_function events, flow events)."""
+    import duckdb
+
+    con = ctx.con
+    n_total = n_python = n_flow = bytes_done = 0
+    pending: dict[str, list[Path]] = {_INSERT_DEVICE: [], _INSERT_HOST: []}
+    pending_bytes = 0
+
+    def flush() -> None:
+        # One INSERT over several chunk files: each read_json call costs a few ms of set-up,
+        # which dominated when every 2 MiB chunk had its own (27 calls: 0.23 s vs 0.11 s).
+        for sql, paths in pending.items():
+            if not paths:
+                continue
+            files = "[" + ", ".join(_sql_str(str(p)) for p in paths) + "]"
+            try:
+                con.execute(sql.replace("{path}", files), params)
+            except duckdb.Error as exc:
+                raise TraceInputError(kf.path, f"unexpected value in an event: {_duckdb_reason(exc)}") from None
+            finally:
+                for p in paths:
+                    p.unlink(missing_ok=True)
+                paths.clear()
+
+    # The producer thread decodes and writes the next chunks while DuckDB inserts earlier ones.
+    try:
+        for chunk in prefetch(kf.chunk_files(tmp), depth=_BATCH_CHUNKS + 1):
+            for sql, path in ((_INSERT_DEVICE, chunk.device_path), (_INSERT_HOST, chunk.host_path)):
+                if path is not None:
+                    pending[sql].append(path)
+                    pending_bytes += path.stat().st_size
+            if pending_bytes >= _BATCH_BYTES:
+                flush()
+                pending_bytes = 0
+            n_total += chunk.n_events
+            n_python += chunk.n_python
+            n_flow += chunk.n_flow
+            ctx.progress(chunk.n_events, chunk.input_bytes_done - bytes_done)
+            bytes_done = chunk.input_bytes_done
+        flush()
+    finally:
+        for paths in pending.values():
+            for p in paths:
+                p.unlink(missing_ok=True)
+    return n_total, n_python, n_flow
+
+
+def native_scanner_enabled() -> bool:
+    """True when the C scanner is built and not turned off with ``TRACEKIT_PURE_PYTHON=1``."""
+    return _native is not None and os.environ.get("TRACEKIT_PURE_PYTHON", "") in ("", "0")
+
+
+_NATIVE_BATCH_BYTES = 4 << 20  # kept-event text gathered before one INSERT (bounds memory)
+_NATIVE_QUEUE = 2  # batches the read-ahead thread may hold ahead of DuckDB
+
+
+def _native_items(kf: KinetoFile) -> Iterator[tuple[str, Any]]:
+    """Scan an opened file with the C scanner; yield ("batch", (table, Batch)) as the kept
+    events reach ``_NATIVE_BATCH_BYTES``, ("progress", (events, input bytes)) now and then, and
+    last ("counts", (events, python_function events, flow events)). Fills ``kf.trailer``.
+
+    The scanner validates and filters the decompressed stream with the GIL released, while the
+    next block is inflated in a background thread."""
+    assert _native is not None and kf._blocks is not None
+    scanner = _native.Scanner(_ARG_KEYS_BYTES, _DEVICE_CATS_BYTES, kf.keep_python)
+    buf = kf._buf
+    offset = kf.json_bytes  # decompressed bytes before buf[0]
+    reported_events = reported_bytes = 0
+
+    def scan(final: bool) -> None:
+        nonlocal offset
+        try:
+            n = scanner.scan(buf, final)
+        except _native.ScanError as exc:
+            reason, at = exc.args
+            if reason == "truncated":
+                raise TraceInputError(kf.path, "truncated or malformed JSON (the events end early)") from None
+            raise TraceInputError(
+                kf.path, f"malformed JSON in traceEvents near byte {offset + at:,}: {reason}"
+            ) from None
+        del buf[:n]
+        offset += n
+
+    def batches() -> Iterator[tuple[str, Any]]:
+        for table in (0, 1):
+            batch = scanner.take(table)
+            if batch is not None:
+                yield "batch", (table, batch)
+
+    blocks = prefetch(kf._blocks, depth=1)
+    try:
+        if buf:
+            scan(False)
+        for block in blocks:
+            buf += block
+            if scanner.done:
+                continue
+            scan(False)
+            _, _, dev_bytes, host_bytes = scanner.pending()
+            if dev_bytes + host_bytes >= _NATIVE_BATCH_BYTES:
+                yield from batches()
+            if scanner.n_events - reported_events >= 50_000:
+                yield "progress", (scanner.n_events - reported_events, kf._read.n - reported_bytes)
+                reported_events, reported_bytes = scanner.n_events, kf._read.n
+        if not scanner.done:
+            scan(True)
+    finally:
+        blocks.close()
+    yield from batches()
+    yield "progress", (scanner.n_events - reported_events, kf._read.n - reported_bytes)
+    kf.json_bytes = offset + len(buf)
+    rest = bytes(buf)
+    buf.clear()
+    try:
+        if kf.array_format:
+            if rest.strip():
+                raise msgspec.DecodeError("data after the closing ']'")
+        else:
+            top = _decode_top(b'{"traceEvents":[]' + rest)
+            kf.trailer = {k: _decode_any(v) for k, v in top.items() if k != "traceEvents"}
+    except msgspec.DecodeError as exc:
+        raise TraceInputError(kf.path, f"truncated or malformed JSON after the events ({exc})") from None
+    yield "counts", (scanner.n_events, scanner.n_python, scanner.n_flow)
+
+
+def _file_key(path: Path, keep_python: bool) -> tuple[str, int, int, bool] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return (str(path.resolve()), st.st_size, st.st_mtime_ns, keep_python)
+
+
+class ReadAhead:
+    """One Kineto file read by the native scanner in a background thread, ahead of the store.
+
+    The thread opens the file (the keys before ``traceEvents``), then scans it into batches that
+    wait in a short queue (at most ``_NATIVE_QUEUE``) until :meth:`items` hands them to DuckDB, so
+    inflating and scanning overlap with start-up, store creation and the inserts. Errors reach
+    the consumer unchanged. ``start=False`` opens and scans only when first asked."""
+
+    def __init__(self, path: Path, keep_python: bool, *, start: bool = True) -> None:
+        self.file = KinetoFile(path, keep_python=keep_python)
+        self.key = _file_key(path, keep_python)
+        self._queue: queue.Queue[Any] = queue.Queue(maxsize=_NATIVE_QUEUE)
+        self._stop = threading.Event()
+        self._opened = threading.Event()
+        self._open_error: BaseException | None = None
+        self._thread: threading.Thread | None = None
+        if start:
+            self.start()
+
+    def start(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="tracekit-kineto-read", daemon=True)
+            self._thread.start()
+
+    def _put(self, item: Any) -> bool:
+        while not self._stop.is_set():
+            try:
+                self._queue.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def _open(self) -> None:
+        try:
+            if self.file._blocks is None:
+                self.file.open()
+        except BaseException as exc:  # noqa: BLE001 - re-raised by header() in the consumer
+            self._open_error = exc
+        finally:
+            self._opened.set()
+
+    def _run(self) -> None:
+        self._open()
+        if self._open_error is not None:
+            return
+        try:
+            for item in _native_items(self.file):
+                if not self._put(item):
+                    return
+        except BaseException as exc:  # noqa: BLE001 - handed to the consumer, raised there
+            self._put(("error", exc))
+
+    def header(self) -> KinetoFile:
+        """The opened file (its header decoded); raises what opening it raised."""
+        if self._thread is None and not self._opened.is_set():
+            self._open()
+        self._opened.wait()
+        if self._open_error is not None:
+            raise self._open_error
+        return self.file
+
+    def items(self) -> Iterator[tuple[str, Any]]:
+        """What :func:`_native_items` yields, in order, from the thread."""
+        self.header()
+        self.start()
+        while True:
+            kind, value = self._queue.get()
+            if kind == "error":
+                raise value
+            yield kind, value
+            if kind == "counts":
+                return
+
+    def cancel(self) -> None:
+        self._stop.set()
+
+
+_READ_AHEAD: dict[tuple[str, int, int, bool], ReadAhead] = {}
+_READ_AHEAD_LOCK = threading.Lock()
+
+
+def read_ahead(paths: Iterable[str | Path], python_events: bool = False) -> None:
+    """Start reading the first Kineto-looking file of ``paths`` in the background (native
+    scanner only), for a later ingest of the same file to pick up. The CLI calls this before it
+    imports DuckDB; whatever is not picked up is abandoned at exit."""
+    if not native_scanner_enabled():
+        return
+    for p in paths:
+        path = Path(p)
+        if not path.name.lower().endswith((".json", ".json.gz")) or not path.is_file():
+            continue
+        key = _file_key(path, python_events)
+        if key is None:
+            continue
+        with _READ_AHEAD_LOCK:
+            if key not in _READ_AHEAD:
+                _READ_AHEAD[key] = ReadAhead(path, python_events)
+        return
+
+
+def _take_read_ahead(path: Path, keep_python: bool, *, start: bool) -> ReadAhead:
+    """The running read-ahead of this file (same size, mtime and keep_python), or a new one.
+    Read-aheads of the same path that do not match (older content, other flag) are stopped."""
+    key = _file_key(path, keep_python)
+    with _READ_AHEAD_LOCK:
+        found = _READ_AHEAD.pop(key, None) if key is not None else None
+        for other in [k for k in _READ_AHEAD if key is not None and k[0] == key[0]]:
+            _READ_AHEAD.pop(other).cancel()
+    return found if found is not None else ReadAhead(path, keep_python, start=start)
+
+
+def cancel_read_aheads() -> None:
+    """Stop every read-ahead nobody picked up (they hold a few MB each until then)."""
+    with _READ_AHEAD_LOCK:
+        for ahead in _READ_AHEAD.values():
+            ahead.cancel()
+        _READ_AHEAD.clear()
+
+
+def _insert_native(ahead: ReadAhead, ctx: IngestContext, params: dict[str, Any]) -> tuple[int, int, int]:
+    """Insert the read-ahead's batches with the same SQL conversions as the pure-Python path
+    (DuckDB reads each batch through the Arrow C stream interface). Returns the counts."""
+    import duckdb
+
+    con = ctx.con
+    for kind, value in ahead.items():
+        if kind == "batch":
+            table, batch = value
+            con.register("kineto_batch", batch)
+            try:
+                con.execute(_NATIVE_INSERTS[table], params)
+            except duckdb.Error as exc:
+                ahead.cancel()
+                raise TraceInputError(
+                    ahead.file.path, f"unexpected value in an event: {_duckdb_reason(exc)}"
+                ) from None
+            finally:
+                try:
+                    con.unregister("kineto_batch")
+                except duckdb.Error:  # the failed INSERT aborted the transaction: rolled back next
+                    pass
+        elif kind == "progress":
+            ctx.progress(*value)
+        else:
+            n_events, n_python, n_flow = value
+            return n_events, n_python, n_flow
+    raise AssertionError("the read-ahead ended without counts")
 
 def _scratch_dir() -> str | None:
     """Where chunk files go: ``$TRACEKIT_TMPDIR``, else RAM-backed /dev/shm when present, else
