@@ -1,8 +1,19 @@
 """PyTorch profiler (Kineto) Chrome-trace JSON: ``.json`` and ``.json.gz``, one file per rank.
 
-The file is streamed in a pipeline of two threads:
+Two paths store exactly the same rows (tests/test_kineto_native.py compares them on every corpus
+trace):
 
-1. a producer decompresses (ISA-L when available), cuts the ``traceEvents`` array into chunks of
+**Native** (default when ``setup.py`` could build ``_kineto_scan.c``): a read-ahead thread
+(:class:`ReadAhead`) inflates the file (ISA-L when available, in its own thread) and feeds the C
+scanner, which validates the JSON, counts every event and keeps the stored ones as text columns
+with the GIL released; DuckDB inserts each batch through the Arrow C stream interface (no
+pyarrow) with the same SQL conversions as below. The CLI starts this thread before it even
+imports DuckDB (:func:`read_ahead`), and ``prepare`` starts it before the store is opened.
+
+**Pure Python** (no compiler at install time, or ``TRACEKIT_PURE_PYTHON=1``): a pipeline of two
+threads:
+
+1. a producer decompresses, cuts the ``traceEvents`` array into chunks of
    about 2 MiB at event boundaries, decodes each chunk with msgspec into small structs (only
    ``ph cat name pid tid`` are decoded; ``ts``, ``dur`` and ``args`` stay raw JSON text), drops
    what is not stored (``python_function``, flows, instants, metadata: counted only) and writes
@@ -11,7 +22,7 @@ The file is streamed in a pipeline of two threads:
    statement, where every per-event conversion happens (exact decimal µs → integer ns,
    categories, launch geometry, TRY_CAST of ``args``).
 
-No Python object per event outlives its chunk, so memory is bounded by a few chunks.
+No Python object per event outlives its chunk (or batch), so memory is bounded by a few of them.
 
 Rules that follow the reference notes (``shared/reference/kineto-and-hta.md``):
 
