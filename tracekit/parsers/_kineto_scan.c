@@ -995,17 +995,38 @@ typedef struct {
     PyObject_HEAD
     Table *t;
     int n_args;
+    int nsel;          /* the columns exported, by index into the table */
+    int sel[MAX_COLS];
 } Batch;
 
 static PyTypeObject BatchType;
 
-static PyObject *Scanner_take(Scanner *sc, PyObject *arg) {
-    long which = PyLong_AsLong(arg);
+static PyObject *Scanner_take(Scanner *sc, PyObject *args) {
+    int which;
+    PyObject *cols = Py_None;
+    if (!PyArg_ParseTuple(args, "i|O", &which, &cols)) return NULL;
     if (which != 0 && which != 1) {
-        if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "table is 0 (device) or 1 (host)");
+        PyErr_SetString(PyExc_ValueError, "table is 0 (device) or 1 (host)");
         return NULL;
     }
     Table *t = sc->tables[which];
+    int sel[MAX_COLS], nsel = 0;
+    if (cols == Py_None) {
+        for (int i = 0; i < t->ncols; i++) sel[nsel++] = i;
+    } else {
+        PyObject *fast = PySequence_Fast(cols, "columns must be a sequence of column indices");
+        if (!fast) return NULL;
+        for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(fast); i++) {
+            long v = PyLong_AsLong(PySequence_Fast_GET_ITEM(fast, i));
+            if (v < 0 || v >= t->ncols || nsel >= MAX_COLS) {
+                Py_DECREF(fast);
+                if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "column index out of range");
+                return NULL;
+            }
+            sel[nsel++] = (int)v;
+        }
+        Py_DECREF(fast);
+    }
     if (t->rows == 0) Py_RETURN_NONE;
     Table *fresh = table_new(t->ncols);
     if (!fresh) return PyErr_NoMemory();
@@ -1016,6 +1037,8 @@ static PyObject *Scanner_take(Scanner *sc, PyObject *arg) {
     }
     b->t = t;
     b->n_args = sc->n_args;
+    b->nsel = nsel;
+    memcpy(b->sel, sel, sizeof(int) * (size_t)nsel);
     sc->tables[which] = fresh;
     return (PyObject *)b;
 }
@@ -1034,8 +1057,9 @@ static PyMethodDef Scanner_methods[] = {
     {"scan", (PyCFunction)(void (*)(void))Scanner_scan, METH_VARARGS | METH_KEYWORDS,
      "scan(buf, final=False) -> int: scan whole events from the start of buf (inside the "
      "traceEvents array); return the bytes consumed. Raises ScanError((reason, offset))."},
-    {"take", (PyCFunction)Scanner_take, METH_O,
-     "take(table) -> Batch | None: the rows kept so far in table 0 (device) or 1 (host)."},
+    {"take", (PyCFunction)Scanner_take, METH_VARARGS,
+     "take(table, columns=None) -> Batch | None: the rows kept so far in table 0 (device) or 1 "
+     "(host); the batch exports only the given column indices (all by default)."},
     {"pending", (PyCFunction)Scanner_pending, METH_NOARGS,
      "pending() -> (device rows, host rows, device bytes, host bytes) not yet taken."},
     {NULL},
@@ -1067,6 +1091,8 @@ typedef struct {
     Table *t;
     int n_args;
     int emitted;
+    int nsel;
+    int sel[MAX_COLS];
 } StreamPriv;
 
 typedef struct {
@@ -1089,22 +1115,23 @@ static int stream_get_schema(struct ArrowArrayStream *st, struct ArrowSchema *ou
     int ncols = sp->t->ncols;
     SchemaPriv *pv = calloc(1, sizeof(SchemaPriv));
     if (!pv) return 12; /* ENOMEM */
-    for (int i = 0; i < ncols; i++) {
-        if (i < N_FIXED) snprintf(pv->names[i], 8, "%s", FIXED_NAMES[i]);
-        else if (i == ncols - 2) snprintf(pv->names[i], 8, "ts_ns");
-        else if (i == ncols - 1) snprintf(pv->names[i], 8, "dur_ns");
-        else snprintf(pv->names[i], 8, "a%d", i - N_FIXED);
-        struct ArrowSchema *k = &pv->kids[i];
+    for (int j = 0; j < sp->nsel; j++) {
+        int i = sp->sel[j];
+        if (i < N_FIXED) snprintf(pv->names[j], 8, "%s", FIXED_NAMES[i]);
+        else if (i == ncols - 2) snprintf(pv->names[j], 8, "ts_ns");
+        else if (i == ncols - 1) snprintf(pv->names[j], 8, "dur_ns");
+        else snprintf(pv->names[j], 8, "a%d", i - N_FIXED);
+        struct ArrowSchema *k = &pv->kids[j];
         k->format = is_int_col(sp->t, i) ? "l" : "u";
-        k->name = pv->names[i];
+        k->name = pv->names[j];
         k->flags = ARROW_FLAG_NULLABLE;
         k->release = release_child_schema;
-        pv->kid_ptrs[i] = k;
+        pv->kid_ptrs[j] = k;
     }
     memset(out, 0, sizeof *out);
     out->format = "+s";
     out->name = "";
-    out->n_children = ncols;
+    out->n_children = sp->nsel;
     out->children = pv->kid_ptrs;
     out->release = release_schema;
     out->private_data = pv;
@@ -1138,24 +1165,25 @@ static int stream_get_next(struct ArrowArrayStream *st, struct ArrowArray *out) 
     if (!pv) return 12;
     atomic_fetch_add(&t->refs, 1);
     pv->t = t;
-    for (int i = 0; i < t->ncols; i++) {
+    for (int j = 0; j < sp->nsel; j++) {
+        int i = sp->sel[j];
         Col *c = &t->cols[i];
-        struct ArrowArray *k = &pv->kids[i];
-        pv->bufs[i][0] = c->valid;
-        pv->bufs[i][1] = c->offs;
-        pv->bufs[i][2] = c->data;
+        struct ArrowArray *k = &pv->kids[j];
+        pv->bufs[j][0] = c->valid;
+        pv->bufs[j][1] = c->offs;
+        pv->bufs[j][2] = c->data;
         k->length = t->rows;
         k->null_count = c->nulls;
         k->n_buffers = is_int_col(t, i) ? 2 : 3;
-        k->buffers = pv->bufs[i];
+        k->buffers = pv->bufs[j];
         k->release = release_child_array;
-        pv->kid_ptrs[i] = k;
+        pv->kid_ptrs[j] = k;
     }
     pv->top_bufs[0] = NULL;
     out->length = t->rows;
     out->n_buffers = 1;
     out->buffers = pv->top_bufs;
-    out->n_children = t->ncols;
+    out->n_children = sp->nsel;
     out->children = pv->kid_ptrs;
     out->release = release_array;
     out->private_data = pv;
@@ -1193,6 +1221,8 @@ static PyObject *Batch_arrow_c_stream(Batch *b, PyObject *args, PyObject *kwds) 
     atomic_fetch_add(&b->t->refs, 1);
     sp->t = b->t;
     sp->n_args = b->n_args;
+    sp->nsel = b->nsel;
+    memcpy(sp->sel, b->sel, sizeof(int) * (size_t)b->nsel);
     st->get_schema = stream_get_schema;
     st->get_next = stream_get_next;
     st->get_last_error = stream_last_error;

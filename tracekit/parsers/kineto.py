@@ -435,6 +435,16 @@ _NATIVE_INSERTS = (
 )
 
 
+def _used_columns(sql: str) -> list[int]:
+    """Indices of the scanner's columns that ``sql`` reads: a batch exports only those (DuckDB
+    imports every column of an Arrow stream it is given)."""
+    names = ["cat", "name", "pid", "tid", "ts", "dur", *(f"a{i}" for i in range(len(_ARG_KEYS))), "ts_ns", "dur_ns"]
+    return [i for i, n in enumerate(names) if re.search(rf"\b{n}\b", sql)]
+
+
+_NATIVE_COLUMNS = tuple(_used_columns(sql.split("SELECT", 1)[1]) for sql in _NATIVE_INSERTS)
+
+
 class KinetoParser(Parser, format_name="kineto"):
     """Reads PyTorch profiler traces; one run per file or per directory of rank files."""
 
@@ -634,7 +644,7 @@ def _native_items(kf: KinetoFile) -> Iterator[tuple[str, Any]]:
 
     def batches() -> Iterator[tuple[str, Any]]:
         for table in (0, 1):
-            batch = scanner.take(table)
+            batch = scanner.take(table, _NATIVE_COLUMNS[table])
             if batch is not None:
                 yield "batch", (table, batch)
 
