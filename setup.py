@@ -1,8 +1,12 @@
 """Build of tracekit's one native module; everything else is in pyproject.toml.
 
-``tracekit.parsers._kineto_scan`` (C, Python's C API only) scans Kineto trace events about
-10x faster than the pure-Python path. It is optional: without a C compiler the build skips it
-and tracekit reads Kineto traces with the pure-Python path (same results, slower).
+Two small C modules (Python's C API only), both optional: without a C compiler the build skips
+them and tracekit uses its pure-Python paths (same results, slower).
+
+* ``tracekit.parsers._kineto_scan`` scans Kineto trace events (validate, count, filter, hand
+  DuckDB Arrow batches);
+* ``tracekit.parsers._xplane_wire`` reads every XEvent's metadata id from the serialized XSpace
+  (to drop Python-tracer events without a protobuf wrapper per event).
 """
 
 from setuptools import Extension, setup
@@ -14,6 +18,12 @@ setup(
             ["tracekit/parsers/_kineto_scan.c"],
             extra_compile_args=["-O2", "-std=c11", "-Wall", "-Wno-missing-field-initializers"],
             optional=True,
-        )
+        ),
+        Extension(
+            "tracekit.parsers._xplane_wire",
+            ["tracekit/parsers/_xplane_wire.c"],
+            extra_compile_args=["-O2", "-std=c11", "-Wall"],
+            optional=True,
+        ),
     ]
 )

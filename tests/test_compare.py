@@ -43,9 +43,9 @@ def _mine(name: str) -> str | None:
     """The test's own classification of names that are unambiguous; None for everything else."""
     if "multimem_all_reduce" in name or name.startswith("ncclDevKernel"):
         return "communication"
-    if name.startswith("Cijk_") or name.startswith("_matmul_ogs"):
+    if name.startswith(("Cijk_", "_matmul_ogs")):
         return "gemm"
-    if name.startswith("kernel_unified_attention") or "paged_attention" in name or name.startswith("fmhaSm100"):
+    if name.startswith(("kernel_unified_attention", "fmhaSm100")) or "paged_attention" in name:
         return "attention"
     return None
 

@@ -91,7 +91,7 @@ def test_jax_changed_dimension_matches_the_module_signatures(tmp_path: Path) -> 
 def test_torch_compile_recompile_names_the_batch_dimension(tmp_path: Path) -> None:
     store = tmp_path / "s.duckdb"
     [run] = tracekit.ingest([TORCH_COMPILE], store=store)
-    events = json.loads(gzip.open(TORCH_COMPILE).read())["traceEvents"]
+    events = json.loads(gzip.decompress(TORCH_COMPILE.read_bytes()))["traceEvents"]
     n_compiles = sum(1 for e in events if e.get("name") == "entire_frame_compile")
     res = run_cli("analyze", run.run_id, "--store", str(store), "-f", "json")
     [finding] = _churn(json.loads(res.stdout)[0]["findings"])

@@ -29,7 +29,7 @@ if kineto._native is None:
         "the C scanner is not built here (no C compiler when tracekit was installed)",
         allow_module_level=True,
     )
-from tracekit.parsers import _kineto_scan as native  # noqa: E402
+from tracekit.parsers import _kineto_scan as native
 
 TABLES = ("device_activity", "host_events")
 
@@ -271,6 +271,14 @@ def test_read_ahead_is_used_only_for_the_same_file_and_python_flag(tmp_path: Pat
     kineto.read_ahead([path], python_events=False)
     kineto.cancel_read_aheads()
     assert not kineto._READ_AHEAD
+
+
+def test_no_column_table_outlives_its_ingest(tmp_path: Path) -> None:
+    path = tmp_path / "tricky.json.gz"
+    path.write_bytes(gzip.compress(json.dumps(_tricky_trace()).encode()))
+    before = native.live_tables()
+    tracekit.ingest([path], store=tmp_path / "s.duckdb")
+    assert native.live_tables() == before
 
 
 def test_a_scan_error_reaches_the_ingest_untouched_store(tmp_path: Path) -> None:

@@ -8,6 +8,7 @@ bindings tracekit generates.
 from __future__ import annotations
 
 import gzip
+import os
 import shutil
 from pathlib import Path
 
@@ -358,8 +359,9 @@ def test_gpu_xplane_launches_link_host_calls_to_kernels(store: Path) -> None:
     assert start == dict(env.stats)["profile_start_time"]
 
 
-def test_python_tracer_events_counted_or_stored(tmp_path: Path) -> None:
-    """A capture with JAX's Python tracer on: its events are counted, or stored on request."""
+def test_python_tracer_events_counted_or_stored(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A capture with JAX's Python tracer on: its events are counted, or stored on request; the
+    C helper that reads event ids from the wire format changes nothing."""
     import subprocess
     import sys
 
@@ -387,3 +389,40 @@ def test_python_tracer_events_counted_or_stored(tmp_path: Path) -> None:
     assert a.execute(q).fetchall() == b.execute(q).fetchall()
     a.close()
     b.close()
+    from tracekit.parsers import _xplane_read
+
+    if _xplane_read._wire is not None:  # the same rows without the helper (protobuf's wrappers)
+        wrappers = tmp_path / "c.duckdb"
+        monkeypatch.setattr(_xplane_read, "_wire", None)
+        tracekit.ingest([out], store=wrappers)
+        c = duckdb.connect(str(counted), read_only=True)
+        c.execute(f"ATTACH '{wrappers}' AS w (READ_ONLY)")
+        for t in ("host_events", "device_activity", "rank_meta"):
+            assert c.execute(f"SELECT count(*) FROM (FROM {t} EXCEPT ALL FROM w.{t})").fetchone() == (0,), t
+            assert c.execute(f"SELECT count(*) FROM (FROM w.{t} EXCEPT ALL FROM {t})").fetchone() == (0,), t
+        c.close()
+
+
+def _xplane_files() -> list[Path]:
+    files = sorted(SAMPLES.glob("*.xplane.pb*"))
+    if (CORPUS / "xplane").is_dir():
+        files += sorted((CORPUS / "xplane").rglob("*.xplane.pb*"))
+    return files
+
+
+def test_wire_ids_equal_protobuf_ids_on_every_file() -> None:
+    from tracekit.parsers import _xplane_read
+
+    if _xplane_read._wire is None:
+        if os.environ.get("CI"):
+            raise AssertionError("CI must build the C helper tracekit/parsers/_xplane_wire.c")
+        pytest.skip("the C helper is not built here (no C compiler when tracekit was installed)")
+    files = _xplane_files()
+    assert files
+    for path in files:
+        space, raw = _xplane_read.read_xspace_raw(path)
+        wire = _xplane_read._wire_line_ids(raw)
+        assert wire is not None and len(wire) == len(space.planes), path
+        for plane, ids in zip(space.planes, wire):
+            assert [list(x) for x in ids] == [[e.metadata_id for e in line.events] for line in plane.lines], path
+    assert _xplane_read._wire_line_ids(raw[: len(raw) // 2]) is None  # cut mid-message: wrappers instead

@@ -10,7 +10,6 @@ import csv
 import datetime as dt
 import decimal
 import json
-import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, cast
@@ -18,6 +17,7 @@ from typing import TYPE_CHECKING, Annotated, Any, cast
 import typer
 
 from tracekit import __version__
+from tracekit.cli._read_ahead import read_ahead_for
 from tracekit.errors import TracekitError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -709,7 +709,7 @@ def _interruptible(fn: Any, stop: Any) -> Any:
     def target() -> None:
         try:
             box["value"] = fn()
-        except BaseException as exc:  # re-raised in the main thread below
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the main thread below
             box["error"] = exc
 
     def on_signal(signum: int, _frame: Any) -> None:
@@ -918,24 +918,10 @@ def _fixed_mmap_threshold() -> None:
         pass
 
 
-def _read_ahead(argv: list[str]) -> None:
-    """``tracekit ingest FILE``: start reading the first Kineto file in the background now,
-    before Typer parses the arguments and DuckDB loads (~0.15 s of start-up on which the native
-    scanner's thread runs alongside). Speculative: the ingest picks the work up only if it reads
-    the same file; anything else is abandoned at exit. A no-op for other commands."""
-    if len(argv) < 2 or argv[0] != "ingest" or os.environ.get("TK_NORA"):
-        return
-    if any(a == "--format" or a.startswith("--format=") for a in argv) and "kineto" not in argv:
-        return
-    from tracekit.parsers.kineto import read_ahead
-
-    read_ahead([a for a in argv[1:] if not a.startswith("-")], "--python-events" in argv)
-
-
 def main() -> None:
     """Console-script entry point."""
     _fixed_mmap_threshold()
-    _read_ahead(sys.argv[1:])
+    read_ahead_for(sys.argv[1:])  # a no-op when the console script's entry already did
     try:
         app()
     except KeyboardInterrupt:

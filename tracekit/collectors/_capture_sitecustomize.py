@@ -101,7 +101,7 @@ class _Session:
             path = self._stop()
             _write_json(self._marker(f"{pid}.done"), {"path": path, "unix_ns": time.time_ns(),
                                                       "steps": self.steps})
-        except BaseException as exc:  # the workload must keep running whatever the profiler does
+        except BaseException as exc:  # noqa: BLE001 - the workload must keep running whatever the profiler does
             try:
                 _write_json(self._marker(f"{pid}.failed"), {"error": f"{type(exc).__name__}: {exc}"})
             except OSError:
@@ -252,7 +252,7 @@ class _ArmAfterImport(importlib.abc.MetaPathFinder):
                     sys.meta_path.remove(finder)
                 try:
                     _arm(cfg, module)
-                except Exception as exc:  # never break the workload's import
+                except Exception as exc:  # noqa: BLE001 - never break the workload's import
                     try:
                         _write_json(os.path.join(cfg["control_dir"], f"{os.getpid()}.failed"),
                                     {"error": f"arming the profiler failed: {type(exc).__name__}: {exc}"})

@@ -272,7 +272,7 @@ class _LoadRunner:
         def target() -> None:
             try:
                 self.result = run_load(spec, on_progress=progress, finish=self._finish)
-            except BaseException as exc:  # reported by stop()
+            except BaseException as exc:  # noqa: BLE001 - reported by stop()
                 self.error = exc
 
         self._thread = threading.Thread(target=target, name="tracekit-load", daemon=True)

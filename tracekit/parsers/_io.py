@@ -142,7 +142,7 @@ def prefetch(items: Iterator[T], depth: int = 2) -> Generator[T, None, None]:
             for x in items:
                 if not put(x):
                     return
-        except BaseException as exc:  # handed to the consumer
+        except BaseException as exc:  # noqa: BLE001 - handed to the consumer
             put(_Raised(exc))
             return
         put(_DONE)

@@ -51,6 +51,11 @@ from tracekit.parsers._io import GZIP_MAGIC
 from tracekit.parsers.base import DeviceInfo, IngestContext, RankInfo
 from tracekit.parsers.proto import hlo_subset_pb2, xplane_pb2
 
+try:  # C helper built by setup.py when a compiler is present; else protobuf's wrappers
+    from tracekit.parsers import _xplane_wire as _wire
+except ImportError:  # pragma: no cover - depends on the build
+    _wire = None  # type: ignore[assignment]
+
 _encode_json = msgspec.json.Encoder().encode
 _METADATA_ID = operator.attrgetter("metadata_id")
 
@@ -92,6 +97,11 @@ _PRIMITIVE = {
 
 def read_xspace(path: Path) -> xplane_pb2.XSpace:
     """Parse one ``.xplane.pb`` / ``.xplane.pb.gz``; raise TraceInputError with the reason."""
+    return read_xspace_raw(path)[0]
+
+
+def read_xspace_raw(path: Path) -> tuple[xplane_pb2.XSpace, bytes]:
+    """:func:`read_xspace`, also returning the serialized (decompressed) bytes."""
     try:
         raw = path.read_bytes()
     except OSError as exc:
@@ -119,7 +129,29 @@ def read_xspace(path: Path) -> xplane_pb2.XSpace:
         raise TraceInputError(path, "not an XPlane profile (no planes)")
     if not any(p.name for p in space.planes):
         raise TraceInputError(path, "not an XPlane profile (planes without names)")
-    return space
+    return space, raw
+
+
+def _wire_line_ids(raw: bytes | None) -> list[list[np.ndarray]] | None:
+    """The metadata ids of each line's events, per plane, read from the wire format by the C
+    helper (~10 ms instead of ~0.15 s through protobuf's wrappers for 800k events); None when
+    the helper is not built or the bytes are not at hand."""
+    if raw is None or _wire is None:
+        return None
+    try:
+        ids_bytes, planes = _wire.event_metadata_ids(raw)
+    except ValueError:
+        return None
+    ids = np.frombuffer(ids_bytes, dtype=np.int64)
+    out: list[list[np.ndarray]] = []
+    at = 0
+    for counts in planes:
+        per_line = []
+        for n in counts:
+            per_line.append(ids[at : at + n])
+            at += n
+        out.append(per_line)
+    return out
 
 
 def stat_value(st: xplane_pb2.XStat, stat_names: dict[int, str]) -> Any:
@@ -307,8 +339,13 @@ _HOST_SUFFIX = re.compile(r"\.xplane\.pb(\.gz)?$", re.IGNORECASE)
 
 
 class XSpaceReader:
-    def __init__(self, space: xplane_pb2.XSpace, path: Path, rank: int, ctx: IngestContext) -> None:
+    def __init__(
+        self, space: xplane_pb2.XSpace, path: Path, rank: int, ctx: IngestContext, raw: bytes | None = None
+    ) -> None:
         self.space = space
+        self.raw = raw  # the serialized XSpace: event ids are read from it without wrappers
+        self._wire_ids: list[list[np.ndarray]] | None = None
+        self._plane_index = 0
         self.path = path
         self.rank = rank
         self.ctx = ctx
@@ -332,7 +369,8 @@ class XSpaceReader:
                 gc.enable()
 
     def _run(self) -> None:
-        for plane in self.space.planes:
+        for index, plane in enumerate(self.space.planes):
+            self._plane_index = index
             names = {k: v.name for k, v in plane.stat_metadata.items()}
             dev = _plane_device(plane.name)
             if plane.name == "Task Environment":
@@ -611,6 +649,16 @@ class XSpaceReader:
 
     # -- host planes --------------------------------------------------------------------------
 
+    def _line_ids(self) -> list[np.ndarray] | None:
+        """The wire-read metadata ids of the current plane's lines (None: use the wrappers)."""
+        if self._wire_ids is None:
+            self._wire_ids = _wire_line_ids(self.raw) or []
+        if self._plane_index < len(self._wire_ids):
+            per_plane = self._wire_ids[self._plane_index]
+            if len(per_plane) == len(self.space.planes[self._plane_index].lines):
+                return per_plane
+        return None
+
     def _host_plane(self, plane: xplane_pb2.XPlane, names: dict[int, str], python_plane: bool = False) -> None:
         self._register_meta(plane, names, with_costs=False)
         python_meta = [mid for mid, em in plane.event_metadata.items() if python_plane or em.name.startswith("$")]
@@ -619,12 +667,15 @@ class XSpaceReader:
         hlo_op_stat = {k for k, v in names.items() if v == "hlo_op"}
         rows = _Columns(_HOST_COLS)
         cpu_ops = _Columns(_DEVICE_COLS)
-        for line in plane.lines:
+        wire = self._line_ids() if len(python_ids) else None
+        for line_index, line in enumerate(plane.lines):
             all_events = line.events
             self.n_total += len(all_events)
             events: Sequence[xplane_pb2.XEvent] = all_events
             if len(python_ids):
-                mids = np.fromiter(map(_METADATA_ID, all_events), dtype=np.int64, count=len(all_events))
+                mids = wire[line_index] if wire is not None else None
+                if mids is None or len(mids) != len(all_events):
+                    mids = np.fromiter(map(_METADATA_ID, all_events), dtype=np.int64, count=len(all_events))
                 keep = np.flatnonzero(~np.isin(mids, python_ids))
                 self.n_python += len(all_events) - len(keep)
                 if len(keep) < len(all_events):

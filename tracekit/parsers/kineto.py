@@ -764,6 +764,8 @@ class ReadAhead:
                 raise value
             yield kind, value
             if kind == "counts":
+                if self._thread is not None:
+                    self._thread.join()  # it has finished: its scanner and buffers are freed now
                 return
 
     def cancel(self) -> None:

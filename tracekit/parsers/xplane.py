@@ -50,10 +50,10 @@ class XPlaneParser(Parser, format_name="xplane"):
 
         def work() -> None:
             try:
-                from tracekit.parsers._xplane_read import read_xspace
+                from tracekit.parsers._xplane_read import read_xspace_raw
 
-                box["space"] = read_xspace(first)
-            except BaseException as exc:  # re-raised by parse(), inside the ingest transaction
+                box["space"], box["raw"] = read_xspace_raw(first)
+            except BaseException as exc:  # noqa: BLE001 - re-raised by parse(), inside the ingest transaction
                 box["error"] = exc
 
         thread = threading.Thread(target=work, name="tracekit-xplane-prepare", daemon=True)
@@ -61,7 +61,7 @@ class XPlaneParser(Parser, format_name="xplane"):
         self._prepared: tuple[Path, threading.Thread, dict[str, Any]] | None = (first, thread, box)
 
     def parse(self, files: list[Path], ctx: IngestContext) -> None:
-        from tracekit.parsers._xplane_read import XSpaceReader, read_xspace
+        from tracekit.parsers._xplane_read import XSpaceReader, read_xspace_raw
 
         prepared = getattr(self, "_prepared", None)
         self._prepared = None
@@ -71,9 +71,9 @@ class XPlaneParser(Parser, format_name="xplane"):
                 thread.join()
                 if "error" in box:
                     raise box["error"]
-                space = box["space"]
+                space, raw = box["space"], box["raw"]
             else:
-                space = read_xspace(path)
-            XSpaceReader(space, path, rank, ctx).run()
+                space, raw = read_xspace_raw(path)
+            XSpaceReader(space, path, rank, ctx, raw=raw).run()
 
 

@@ -1,0 +1,3 @@
+"""Type stub of the C module tracekit/parsers/_xplane_wire.c (built by setup.py when possible)."""
+
+def event_metadata_ids(raw: bytes | bytearray | memoryview) -> tuple[bytes, list[list[int]]]: ...
