@@ -16,13 +16,13 @@ setup(
         Extension(
             "tracekit.parsers._kineto_scan",
             ["tracekit/parsers/_kineto_scan.c"],
-            extra_compile_args=["-O2", "-std=c11", "-Wall", "-Wno-missing-field-initializers"],
+            extra_compile_args=["-O3", "-std=c11", "-Wall", "-Wno-missing-field-initializers"],
             optional=True,
         ),
         Extension(
             "tracekit.parsers._xplane_wire",
             ["tracekit/parsers/_xplane_wire.c"],
-            extra_compile_args=["-O2", "-std=c11", "-Wall"],
+            extra_compile_args=["-O3", "-std=c11", "-Wall", "-Wno-missing-field-initializers"],
             optional=True,
         ),
     ]

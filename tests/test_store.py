@@ -213,3 +213,22 @@ def test_env_var_picks_the_store(tmp_path: Path) -> None:
     assert store.exists()
     res = run_cli("query", "SELECT count(*) AS n FROM runs", "-f", "json", env={"TRACEKIT_STORE": str(store)})
     assert json.loads(res.stdout) == [{"n": 1}]
+
+
+def test_ingest_prints_what_each_new_run_holds(store: Path) -> None:
+    """Without --json: the runs table, then each new run's top activity (queried on the ingest's
+    own connection before it commits), numbers visible at 80 columns; stdout is the run ids."""
+    res = run_cli("ingest", str(SAMPLE), "--store", str(store))
+    assert res.returncode == 0, res.stderr
+    run_id = res.stdout.strip()
+    assert "no device activity; top host ops by inclusive time" in res.stderr
+    con = duckdb.connect(str(store), read_only=True)
+    name, calls = con.execute(
+        "SELECT name, count(*) FROM ops WHERE run_id = ? GROUP BY name ORDER BY sum(dur_ns) DESC LIMIT 1",
+        [run_id],
+    ).fetchone()
+    con.close()
+    line = next(ln for ln in res.stderr.splitlines() if f" {name} " in ln)
+    assert f" {calls:,} " in line or f" {calls} " in line
+    again = run_cli("ingest", str(SAMPLE), "--store", str(store))  # nothing new: no summary
+    assert again.returncode == 0 and "already" in again.stderr and "top host ops" not in again.stderr

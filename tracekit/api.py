@@ -57,9 +57,21 @@ def run_query(sql: str, store: str | Path | None = None) -> Rows:
     return columns, rows
 
 
-def top_activity(run_id: str, store: str | Path | None = None, limit: int = 5) -> tuple[str, list[str], list[tuple[Any, ...]]]:
+def top_activity(
+    run_id: str, store: str | Path | None = None, limit: int = 5, *, con: duckdb.DuckDBPyConnection | None = None
+) -> tuple[str, list[str], list[tuple[Any, ...]]]:
     """(title, columns, rows): a run's top device kernels by total time, or its top host ops
-    (inclusive time) when the run has no device activity, e.g. a CPU capture. Times in ms."""
+    (inclusive time) when the run has no device activity, e.g. a CPU capture. Times in ms.
+
+    ``con``: query this open connection (e.g. an ingest's, before it commits) instead of opening
+    ``store`` read-only."""
+
+    def run_query(sql: str, store: str | Path | None) -> Rows:
+        if con is None:
+            return _run_query(sql, store)
+        rel = con.execute(sql)
+        return [d[0] for d in rel.description], rel.fetchall()
+
     columns, rows = run_query(
         f"""SELECT name, count(*) AS calls, round(sum(dur_ns) / 1e6, 3) AS total_ms,
                    round(100 * sum(dur_ns) / sum(sum(dur_ns)) OVER (), 1) AS pct
@@ -76,6 +88,9 @@ def top_activity(run_id: str, store: str | Path | None = None, limit: int = 5) -
         store,
     )
     return "no device activity; top host ops by inclusive time", columns, rows
+
+
+_run_query = run_query
 
 
 def _quote(text: str) -> str:

@@ -315,6 +315,7 @@ def ingest(
     on_start: Callable[[int], None] | None = None,
     python_events: bool = False,
     captured_at: dt.datetime | None = None,
+    before_commit: Callable[[duckdb.DuckDBPyConnection, list[IngestResult]], None] | None = None,
 ) -> list[IngestResult]:
     """Ingest each PATH as one run into ``store`` (default ``$TRACEKIT_STORE`` or ./tracekit.duckdb).
 
@@ -324,7 +325,10 @@ def ingest(
     Python-stack events (Kineto ``python_function``, the XLA Python tracer) as host events of
     category ``python``; by default they are only counted (they can be 95 % of a trace). It applies
     to new runs: content already in the store is not re-read. ``captured_at`` (UTC; an aware
-    datetime is converted) replaces the capture time read from the traces, for new runs. Raises
+    datetime is converted) replaces the capture time read from the traces, for new runs.
+    ``before_commit(con, results)`` is called with the writer connection once every run is
+    written, before COMMIT, for read-only queries of what was stored (the CLI's summary; no
+    second connection). Raises
     :class:`TraceInputError` for bad input and :class:`StoreError` for store problems; in both
     cases the store is unchanged.
     """
@@ -367,6 +371,8 @@ def ingest(
                 )
             seen[item.content_sha256] = res
             results.append(res)
+        if before_commit is not None:
+            before_commit(con, results)
         con.execute("COMMIT")
     except BaseException as exc:
         if con is not None:

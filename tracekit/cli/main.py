@@ -11,6 +11,7 @@ import datetime as dt
 import decimal
 import json
 import sys
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, cast
 
@@ -159,6 +160,20 @@ def ingest(
     when = _parse_when(captured_at) if captured_at is not None else None
     show_progress = not as_json and err.is_terminal
     store_path = store if store is not None else _default_store_path()
+    found: dict[str, tuple[str, list[str], list[tuple[Any, ...]]]] = {}
+    summarize = None
+    if not as_json:
+        # Rich loads in the background while DuckDB (GIL released) ingests, and the summary is
+        # queried on the ingest's own connection before it commits: no second connection.
+        threading.Thread(target=_import_rich_tables, name="tracekit-import-rich", daemon=True).start()
+
+        def summarize(con: Any, results: list[Any]) -> None:
+            from tracekit.api import top_activity
+
+            for r in results:
+                if r.created:
+                    found[r.run_id] = top_activity(r.run_id, con=con)
+
     try:
         if show_progress:
             from rich.progress import (
@@ -193,11 +208,12 @@ def ingest(
                     on_start=lambda total: prog.update(task, total=total),
                     python_events=python_events, captured_at=when,
                     on_lock_wait=lambda: err.print(f"waiting for the lock on {store_path}…"),
+                    before_commit=summarize,
                 )
         else:
             results = do_ingest(
                 paths, store_path, label=label, workload=workload, tags=tags, format_name=format_name,
-                python_events=python_events, captured_at=when,
+                python_events=python_events, captured_at=when, before_commit=summarize,
             )
     except TracekitError as exc:
         fail(str(exc))
@@ -221,23 +237,27 @@ def ingest(
             f"{r.n_host_events:,}" if r.created else "",
         )
     err.print(table)
-    _print_found(store_path, [r.run_id for r in results if r.created])
+    _print_found(found)
     for r in results:
         out.print(r.run_id)
 
 
-def _print_found(store_path: Path, run_ids: list[str]) -> None:
+def _import_rich_tables() -> None:
+    import importlib
+
+    for name in ("rich.console", "rich.table"):
+        importlib.import_module(name)
+
+
+def _print_found(found: dict[str, tuple[str, list[str], list[tuple[Any, ...]]]]) -> None:
     """What each new run holds: where the time went (device kernels, else host ops)."""
     from rich.table import Table
 
-    from tracekit.api import top_activity
-
-    for run_id in run_ids:
-        title, columns, rows = top_activity(run_id, store_path)
+    for run_id, (title, columns, rows) in found.items():
         table = Table(title=f"{run_id}: {title}", title_justify="left")
         for c in columns:
             if c == "name":
-                table.add_column(c, overflow="ellipsis", no_wrap=True, max_width=64)
+                table.add_column(c, overflow="ellipsis", no_wrap=True, max_width=48)  # numbers fit in 80 columns
             else:
                 table.add_column(c, justify="right")
         for row in rows:

@@ -612,7 +612,8 @@ def native_scanner_enabled() -> bool:
 
 
 _NATIVE_BATCH_BYTES = 4 << 20  # kept-event text gathered before one INSERT (bounds memory)
-_NATIVE_QUEUE = 2  # batches the read-ahead thread may hold ahead of DuckDB
+_NATIVE_QUEUE = 8  # batches the read-ahead thread may hold ahead of DuckDB (it runs ahead while
+# the CLI imports and the store is created; fewer stalled it: 0.71 s with 2, 0.62 s with 8, same peak RSS)
 
 
 def _native_items(kf: KinetoFile) -> Iterator[tuple[str, Any]]:
