@@ -429,20 +429,22 @@ FROM {src} WHERE ts IS NOT NULL
 
 _INSERT_DEVICE = _insert_sql("device_activity", _json_arg, _READ)
 _INSERT_HOST = _insert_sql("host_events", _json_arg, _READ)
-_NATIVE_INSERTS = (
-    _insert_sql("device_activity", _native_arg, _NATIVE_SRC, native=True),
-    _insert_sql("host_events", _native_arg, _NATIVE_SRC, native=True),
-)
+_NATIVE_NAMES = ["cat", "name", "pid", "tid", "ts", "dur", *(f"a{i}" for i in range(len(_ARG_KEYS))), "ts_ns", "dur_ns"]
 
 
 def _used_columns(sql: str) -> list[int]:
     """Indices of the scanner's columns that ``sql`` reads: a batch exports only those (DuckDB
     imports every column of an Arrow stream it is given)."""
-    names = ["cat", "name", "pid", "tid", "ts", "dur", *(f"a{i}" for i in range(len(_ARG_KEYS))), "ts_ns", "dur_ns"]
-    return [i for i, n in enumerate(names) if re.search(rf"\b{n}\b", sql)]
+    return [i for i, n in enumerate(_NATIVE_NAMES) if re.search(rf"\b{n}\b", sql)]
 
 
-_NATIVE_COLUMNS = tuple(_used_columns(sql.split("SELECT", 1)[1]) for sql in _NATIVE_INSERTS)
+def _native_insert(table: str) -> tuple[str, list[int]]:
+    """The INSERT of a native batch, and the batch columns it reads."""
+    sql = _insert_sql(table, _native_arg, _NATIVE_SRC, native=True)
+    return sql, _used_columns(sql.split("SELECT", 1)[1])
+
+
+_NATIVE_INSERTS, _NATIVE_COLUMNS = zip(*(_native_insert(t) for t in ("device_activity", "host_events")))
 
 
 class KinetoParser(Parser, format_name="kineto"):
@@ -823,8 +825,10 @@ def _insert_native(ahead: ReadAhead, ctx: IngestContext, params: dict[str, Any])
     con = ctx.con
     for kind, value in ahead.items():
         if kind == "batch":
-            table, batch = value
-            con.register("kineto_batch", batch)
+            # DuckDB finds the batch by this local name (a replacement scan). Not con.register:
+            # a registered object is a catalog entry, and a dropped entry lives until COMMIT, so
+            # every batch of the trace would stay in memory until then (+300 MB on 1 GB).
+            table, kineto_batch = value
             try:
                 con.execute(_NATIVE_INSERTS[table], params)
             except duckdb.Error as exc:
@@ -832,11 +836,7 @@ def _insert_native(ahead: ReadAhead, ctx: IngestContext, params: dict[str, Any])
                 raise TraceInputError(
                     ahead.file.path, f"unexpected value in an event: {_duckdb_reason(exc)}"
                 ) from None
-            finally:
-                try:
-                    con.unregister("kineto_batch")
-                except duckdb.Error:  # the failed INSERT aborted the transaction: rolled back next
-                    pass
+            del kineto_batch
         elif kind == "progress":
             ctx.progress(*value)
         else:
