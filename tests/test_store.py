@@ -232,3 +232,25 @@ def test_ingest_prints_what_each_new_run_holds(store: Path) -> None:
     assert f" {calls:,} " in line or f" {calls} " in line
     again = run_cli("ingest", str(SAMPLE), "--store", str(store))  # nothing new: no summary
     assert again.returncode == 0 and "already" in again.stderr and "top host ops" not in again.stderr
+
+
+def test_console_script_ingest_exits_with_everything_written(tmp_path: Path) -> None:
+    """The console script ends an ingest with os._exit: output flushed, store committed, codes kept."""
+    script = Path(sys.executable).parent / "tracekit"
+    assert script.exists()
+    store = tmp_path / "s.duckdb"
+    res = subprocess.run([str(script), "ingest", str(SAMPLE), "--store", str(store), "--json"],
+                         capture_output=True, text=True, timeout=120, check=False)
+    assert res.returncode == 0, res.stderr
+    [row] = json.loads(res.stdout)
+    con = duckdb.connect(str(store), read_only=True)
+    assert con.execute("SELECT count(*) FROM host_events WHERE run_id = ?", [row["run_id"]]).fetchone() == (
+        row["n_host_events"],
+    )
+    con.close()
+    assert not Path(str(store) + ".wal").exists()  # checkpointed and closed
+    bad = subprocess.run([str(script), "ingest", str(tmp_path / "missing.json"), "--store", str(store)],
+                         capture_output=True, text=True, timeout=120, check=False)
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "no such file" in bad.stderr
+    usage = subprocess.run([str(script), "ingest"], capture_output=True, text=True, timeout=120, check=False)
+    assert usage.returncode == 2 and "Missing argument" in usage.stderr

@@ -4,15 +4,17 @@ script can start it before Typer, the command definitions and DuckDB load."""
 from __future__ import annotations
 
 
-def read_ahead_for(argv: list[str]) -> None:
+def read_ahead_for(argv: list[str]) -> bool:
     """``tracekit ingest FILE``: start reading the first Kineto file in the background now,
     before Typer parses the arguments and DuckDB loads (~0.15 s of start-up on which the native
     scanner's thread runs alongside). Speculative: the ingest picks the work up only if it reads
-    the same file; anything else is abandoned at exit. A no-op for other commands."""
+    the same file; anything else is abandoned at exit. A no-op for other commands. Returns
+    whether the command is ``ingest``."""
     if len(argv) < 2 or argv[0] != "ingest":
-        return
+        return False
     if any(a == "--format" or a.startswith("--format=") for a in argv) and "kineto" not in argv:
-        return
+        return True
     from tracekit.parsers.kineto import read_ahead
 
     read_ahead([a for a in argv[1:] if not a.startswith("-")], "--python-events" in argv)
+    return True
