@@ -823,26 +823,31 @@ def _insert_native(ahead: ReadAhead, ctx: IngestContext, params: dict[str, Any])
     import duckdb
 
     con = ctx.con
+    # the batch is the relation's virtual table (Relation.query), not a registered object: a
+    # registered object is a catalog entry, and a dropped entry lives until COMMIT, so every
+    # batch of the trace stayed in memory until then (+300 MB on a 1 GB trace)
+    inserts = [
+        sql.replace("$run_id", _sql_str(str(params["run_id"]))).replace("$rank", str(int(params["rank"])))
+        for sql in _NATIVE_INSERTS
+    ]
     for kind, value in ahead.items():
         if kind == "batch":
-            # DuckDB finds the batch by this local name (a replacement scan). Not con.register:
-            # a registered object is a catalog entry, and a dropped entry lives until COMMIT, so
-            # every batch of the trace would stay in memory until then (+300 MB on 1 GB).
-            table, kineto_batch = value
+            table, batch = value
             try:
-                con.execute(_NATIVE_INSERTS[table], params)
+                con.from_arrow(batch).query(_NATIVE_SRC, inserts[table])
             except duckdb.Error as exc:
                 ahead.cancel()
                 raise TraceInputError(
                     ahead.file.path, f"unexpected value in an event: {_duckdb_reason(exc)}"
                 ) from None
-            del kineto_batch
+            del batch
         elif kind == "progress":
             ctx.progress(*value)
         else:
             n_events, n_python, n_flow = value
             return n_events, n_python, n_flow
     raise AssertionError("the read-ahead ended without counts")
+
 
 def _scratch_dir() -> str | None:
     """Where chunk files go: ``$TRACEKIT_TMPDIR``, else RAM-backed /dev/shm when present, else
