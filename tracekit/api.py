@@ -6,18 +6,25 @@ import json
 import os
 import re
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import duckdb
 
-from tracekit.collectors import load as _load
 from tracekit.errors import QueryError
 from tracekit.store import default_store_path, open_store
 
+if TYPE_CHECKING:
+    from tracekit.collectors.load import LoadResult
+
 Rows = tuple[list[str], list[tuple[Any, ...]]]
 
-#: Attach a load's request records to a run (:func:`tracekit.collectors.load.store_requests`).
-store_requests = _load.store_requests
+
+def store_requests(run_id: str, result: LoadResult, store: str | Path | None = None) -> int:
+    """Attach a load's request records to a run: :func:`tracekit.collectors.load.store_requests`
+    (imported on use: the load driver's HTTP/SSL modules cost ~20 ms of every CLI start)."""
+    from tracekit.collectors.load import store_requests as _store_requests
+
+    return _store_requests(run_id, result, store)
 
 RUNS_SQL = """
 SELECT r.run_id, r.format, r.vendor, r.device_name, r.label, r.workload, r.n_ranks AS ranks,
