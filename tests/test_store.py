@@ -6,6 +6,7 @@ import csv
 import gzip
 import io
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -215,9 +216,10 @@ def test_env_var_picks_the_store(tmp_path: Path) -> None:
     assert json.loads(res.stdout) == [{"n": 1}]
 
 
-def test_ingest_prints_what_each_new_run_holds(store: Path) -> None:
+def test_ingest_prints_what_each_new_run_holds(store: Path, tmp_path: Path) -> None:
     """Without --json: the runs table, then each new run's top activity (queried on the ingest's
-    own connection before it commits), numbers visible at 80 columns; stdout is the run ids."""
+    own connection before it commits); plain aligned text when stderr is not a terminal, Rich
+    tables when it is; stdout is the run ids either way."""
     res = run_cli("ingest", str(SAMPLE), "--store", str(store))
     assert res.returncode == 0, res.stderr
     run_id = res.stdout.strip()
@@ -228,10 +230,37 @@ def test_ingest_prints_what_each_new_run_holds(store: Path) -> None:
         [run_id],
     ).fetchone()
     con.close()
-    line = next(ln for ln in res.stderr.splitlines() if f" {name} " in ln)
-    assert f" {calls:,} " in line or f" {calls} " in line
+    line = next(ln for ln in res.stderr.splitlines() if ln.startswith(f"{name} "))
+    assert line.split()[1] == str(calls)
+    assert "│" not in res.stderr  # no box drawing in a log
     again = run_cli("ingest", str(SAMPLE), "--store", str(store))  # nothing new: no summary
-    assert again.returncode == 0 and "already" in again.stderr and "top host ops" not in again.stderr
+    assert again.returncode == 0 and "already in store" in again.stderr and "top host ops" not in again.stderr
+
+    import pty
+
+    main, secondary = pty.openpty()  # stderr on a terminal: Rich tables
+    try:
+        tty = subprocess.run(
+            [sys.executable, "-c", "from tracekit.cli.main import main; main()", "ingest", str(SAMPLE),
+             "--store", str(tmp_path / "tty.duckdb")],
+            stdout=subprocess.PIPE, stderr=secondary, timeout=120, check=False,
+            env={**os.environ, "COLUMNS": "100"},
+        )
+        os.close(secondary)
+        chunks = []
+        while True:
+            try:
+                data = os.read(main, 65536)
+            except OSError:
+                break
+            if not data:
+                break
+            chunks.append(data)
+    finally:
+        os.close(main)
+    shown = b"".join(chunks).decode(errors="replace")
+    assert tty.returncode == 0 and tty.stdout.decode().strip() == run_id
+    assert "│" in shown and name in shown and "top host ops" in shown
 
 
 def test_console_script_ingest_exits_with_everything_written(tmp_path: Path) -> None:
