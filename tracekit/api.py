@@ -73,31 +73,26 @@ def top_activity(
     ``con``: query this open connection (e.g. an ingest's, before it commits) instead of opening
     ``store`` read-only."""
 
-    def run_query(sql: str, store: str | Path | None) -> Rows:
+    def query(sql: str) -> Rows:
         if con is None:
-            return _run_query(sql, store)
+            return run_query(sql, store)
         rel = con.execute(sql)
         return [d[0] for d in rel.description], rel.fetchall()
 
-    columns, rows = run_query(
+    columns, rows = query(
         f"""SELECT name, count(*) AS calls, round(sum(dur_ns) / 1e6, 3) AS total_ms,
                    round(100 * sum(dur_ns) / sum(sum(dur_ns)) OVER (), 1) AS pct
             FROM kernels WHERE run_id = {_quote(run_id)}
-            GROUP BY name ORDER BY sum(dur_ns) DESC LIMIT {int(limit)}""",
-        store,
+            GROUP BY name ORDER BY sum(dur_ns) DESC LIMIT {int(limit)}"""
     )
     if rows:
         return "top device kernels by total time", columns, rows
-    columns, rows = run_query(
+    columns, rows = query(
         f"""SELECT name, count(*) AS calls, round(sum(dur_ns) / 1e6, 3) AS total_ms
             FROM ops WHERE run_id = {_quote(run_id)}
-            GROUP BY name ORDER BY sum(dur_ns) DESC LIMIT {int(limit)}""",
-        store,
+            GROUP BY name ORDER BY sum(dur_ns) DESC LIMIT {int(limit)}"""
     )
     return "no device activity; top host ops by inclusive time", columns, rows
-
-
-_run_query = run_query
 
 
 def _quote(text: str) -> str:

@@ -9,7 +9,7 @@ import types
 import zlib
 from collections.abc import Generator, Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar, cast
 
 from tracekit.errors import TraceInputError
 
@@ -118,51 +118,73 @@ def iter_decompressed(
 _DONE = object()
 
 
-def prefetch(items: Iterator[T], depth: int = 2) -> Generator[T, None, None]:
-    """Run ``items`` in a background thread, ``depth`` items ahead of the consumer.
+class Prefetch(Generic[T]):
+    """``items`` run in a background thread, started now, ``depth`` items ahead of the consumer.
 
-    Used to decompress and cut the next chunk while DuckDB parses the current one (both release
-    the GIL). An exception in the producer is re-raised in the consumer; if the consumer stops
-    early, the producer is told to stop and is joined.
+    Iterate it to get the items; an exception in the producer is re-raised in the consumer.
+    :meth:`close` tells the producer to stop, joins it and closes ``items``.
     """
-    q: queue.Queue[Any] = queue.Queue(maxsize=depth)
-    stop = threading.Event()
 
-    def put(x: Any) -> bool:
-        while not stop.is_set():
+    def __init__(self, items: Iterator[T], depth: int = 2, name: str = "tracekit-prefetch") -> None:
+        self._items = items
+        self._queue: queue.Queue[Any] = queue.Queue(maxsize=depth)
+        self._stop = threading.Event()
+        self._done = False
+        self._worker = threading.Thread(target=self._run, name=name, daemon=True)
+        self._worker.start()
+
+    def _put(self, x: Any) -> bool:
+        while not self._stop.is_set():
             try:
-                q.put(x, timeout=0.1)
+                self._queue.put(x, timeout=0.1)
                 return True
             except queue.Full:
                 continue
         return False
 
-    def run() -> None:
+    def _run(self) -> None:
         try:
-            for x in items:
-                if not put(x):
+            for x in self._items:
+                if not self._put(x):
                     return
         except BaseException as exc:  # noqa: BLE001 - handed to the consumer
-            put(_Raised(exc))
+            self._put(_Raised(exc))
             return
-        put(_DONE)
+        self._put(_DONE)
 
-    worker = threading.Thread(target=run, name="tracekit-prefetch", daemon=True)
-    worker.start()
-    try:
-        while True:
-            x = q.get()
-            if x is _DONE:
-                return
-            if isinstance(x, _Raised):
-                raise x.exc
-            yield x
-    finally:
-        stop.set()
-        worker.join()
-        close = getattr(items, "close", None)
-        if close is not None and not worker.is_alive():
+    def __iter__(self) -> Prefetch[T]:
+        return self
+
+    def __next__(self) -> T:
+        if self._done:
+            raise StopIteration
+        x = self._queue.get()
+        if x is _DONE:
+            self._done = True
+            raise StopIteration
+        if isinstance(x, _Raised):
+            self._done = True
+            raise x.exc
+        return cast(T, x)
+
+    def close(self) -> None:
+        self._done = True
+        self._stop.set()
+        self._worker.join()
+        close = getattr(self._items, "close", None)
+        if close is not None:
             close()
+
+
+def prefetch(items: Iterator[T], depth: int = 2) -> Generator[T, None, None]:
+    """:class:`Prefetch` as a generator: the thread starts at the first item and is stopped and
+    joined when the generator is closed. Used to decompress and cut the next chunk while DuckDB
+    parses the current one (both release the GIL)."""
+    ahead = Prefetch(items, depth)
+    try:
+        yield from ahead
+    finally:
+        ahead.close()
 
 
 class _Raised:

@@ -219,7 +219,7 @@ def stream_json(
 
     # The producer thread decodes and writes the next chunks while DuckDB inserts earlier ones.
     try:
-        for chunk in prefetch(kf.chunk_files(tmp), depth=_BATCH_CHUNKS + 1):
+        for chunk in prefetch(chunk_files(kf, tmp), depth=_BATCH_CHUNKS + 1):
             for sql, path in ((_INSERT_DEVICE, chunk.device_path), (_INSERT_HOST, chunk.host_path)):
                 if path is not None:
                     pending[sql].append(path)

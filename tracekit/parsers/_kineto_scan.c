@@ -321,6 +321,20 @@ static const char *scan_lit(P *c, const char *p, const char *word, int type, Spa
 
 static const char *scan_value(P *c, const char *p, Span *sp);
 
+/* An object member's key and colon at p: the key in *k; returns where its value starts. */
+static const char *scan_key(P *c, const char *p, Span *k) {
+    const char *end = c->end;
+    if (*p != '"') FAIL(c, p, "expected a key");
+    p = scan_str(c, p + 1, k);
+    if (!p) return NULL;
+    p = ws(p, end);
+    if (p >= end) return INCOMPLETE;
+    if (*p != ':') FAIL(c, p, "expected ':'");
+    p = ws(p + 1, end);
+    if (p >= end) return INCOMPLETE;
+    return p;
+}
+
 /* An object (close == '}') or an array (close == ']') starting at p; validated whole. */
 static const char *scan_container(P *c, const char *p, Span *sp, char close) {
     const char *s = p, *end = c->end;
@@ -330,16 +344,7 @@ static const char *scan_container(P *c, const char *p, Span *sp, char close) {
     if (*p != close) {
         for (;;) {
             Span k, v;
-            if (close == '}') {
-                if (*p != '"') FAIL(c, p, "expected a key");
-                p = scan_str(c, p + 1, &k);
-                if (!p) return NULL;
-                p = ws(p, end);
-                if (p >= end) return INCOMPLETE;
-                if (*p != ':') FAIL(c, p, "expected ':'");
-                p = ws(p + 1, end);
-                if (p >= end) return INCOMPLETE;
-            }
+            if (close == '}' && !(p = scan_key(c, p, &k))) return NULL;
             p = scan_value(c, p, &v);
             if (!p) return NULL;
             p = ws(p, end);
@@ -774,15 +779,6 @@ static int put_value(Scanner *sc, Col *c, int64_t row, const Span *sp, int raw_n
     return 0;
 }
 
-/* Field by field (scan_obj/scan_arr already point s at the opening bracket). */
-static inline void span_copy(Span *dst, const Span *v, const char *vs) {
-    (void)vs;
-    dst->s = v->s;
-    dst->e = v->e;
-    dst->type = v->type;
-    dst->esc = v->esc;
-}
-
 /* Scan one event object at p ('{' expected). Returns the end, NULL when incomplete or bad. */
 static const char *scan_event(Scanner *sc, P *c, const char *p) {
     const char *end = c->end;
@@ -795,16 +791,8 @@ static const char *scan_event(Scanner *sc, P *c, const char *p) {
     if (p >= end) return INCOMPLETE;
     if (*p != '}') {
         for (;;) {
-            if (*p != '"') FAIL(c, p, "expected a key");
             Span k, v;
-            p = scan_str(c, p + 1, &k);
-            if (!p) return NULL;
-            p = ws(p, end);
-            if (p >= end) return INCOMPLETE;
-            if (*p != ':') FAIL(c, p, "expected ':'");
-            p = ws(p + 1, end);
-            if (p >= end) return INCOMPLETE;
-            const char *vs = p;
+            if (!(p = scan_key(c, p, &k))) return NULL;
             p = scan_value(c, p, &v);
             if (!p) return NULL;
             int slot = -1;
@@ -832,7 +820,7 @@ static const char *scan_event(Scanner *sc, P *c, const char *p) {
                 for (int i = 0; i < 8 && slot < 0; i++)
                     if (str_eq(&k, names[i], (Py_ssize_t)strlen(names[i]), &sc->scratch)) slot = i;
             }
-            if (slot >= 0) span_copy(&f[slot], &v, vs);
+            if (slot >= 0) f[slot] = v; /* arrays and objects: s is the opening bracket */
             p = ws(p, end);
             if (p >= end) return INCOMPLETE;
             if (*p == '}') break;
@@ -872,14 +860,11 @@ static const char *scan_event(Scanner *sc, P *c, const char *p) {
         if (*q != '}') {
             for (;;) {
                 Span k, v;
-                q = scan_str(&c2, q + 1, &k);
-                q = ws(q, c2.end);
-                q = ws(q + 1, c2.end); /* ':' */
-                const char *vs = q;
+                q = scan_key(&c2, q, &k); /* validated already: cannot fail */
                 q = scan_value(&c2, q, &v);
                 for (int i = 0; i < sc->n_args; i++) {
                     if (str_eq(&k, sc->arg_keys[i], sc->arg_len[i], &sc->scratch)) {
-                        span_copy(&a[i], &v, vs);
+                        a[i] = v;
                         break;
                     }
                 }

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import json
 import os
-import queue
 import re
 import threading
 from collections.abc import Callable, Iterable, Iterator
@@ -46,7 +45,7 @@ except ImportError:  # pragma: no cover - depends on the build
     _native = None  # type: ignore[assignment]
 
 from tracekit.errors import TraceInputError
-from tracekit.parsers._io import ReadCounter, iter_decompressed, prefetch, read_head
+from tracekit.parsers._io import Prefetch, ReadCounter, iter_decompressed, prefetch, read_head
 from tracekit.parsers.base import IngestContext, Parser, RankInfo
 
 # ---------------------------------------------------------------------------------------------
@@ -85,14 +84,15 @@ _CAT_CASE = "CASE cat " + " ".join(
 # The traceEvents array.
 
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
+
+
 @dataclass
 class KinetoFile:
-    """One Kineto trace file: top-level metadata, and its events cut into JSON-array chunk files.
+    """One Kineto trace file being read: its top-level metadata and the stream of its events.
 
-    ``open()`` reads up to the ``traceEvents`` key and decodes what comes before it;
-    ``chunk_files(dir)`` then cuts the events into chunks of about 2 MiB of JSON (every cut is
-    proven exact by decoding the chunk), writes each as files for DuckDB and fills ``trailer``
-    with the keys after the array. Memory use is bounded by a few chunks whatever the trace size.
+    ``open()`` reads up to the ``traceEvents`` key and decodes what comes before it; the native
+    scanner (:func:`_native_items`) or the pure path (``_kineto_json.chunk_files``) then reads
+    the events from ``_buf`` and ``_blocks`` and fills ``trailer`` with the keys after the array.
     """
 
     path: Path
@@ -144,12 +144,6 @@ class KinetoFile:
                     self.path, "not a Kineto/Chrome trace (no traceEvents array found)"
                 )
             buf += block
-
-    def chunk_files(self, directory: Path) -> Iterator[Any]:
-        """The pure-Python path's chunks of the events (see :mod:`._kineto_json`)."""
-        from tracekit.parsers._kineto_json import chunk_files
-
-        return chunk_files(self, directory)
 
     @property
     def meta(self) -> dict[str, Any]:
@@ -448,7 +442,7 @@ def _native_items(kf: KinetoFile) -> Iterator[tuple[str, Any]]:
             if batch is not None:
                 yield "batch", (table, batch)
 
-    blocks = prefetch(kf._blocks, depth=1)
+    blocks = prefetch(kf._blocks, depth=1)  # inflating stays a block ahead of the scanner
     try:
         if buf:
             scan(False)
@@ -504,27 +498,15 @@ class ReadAhead:
     def __init__(self, path: Path, keep_python: bool, *, start: bool = True) -> None:
         self.file = KinetoFile(path, keep_python=keep_python)
         self.key = _file_key(path, keep_python)
-        self._queue: queue.Queue[Any] = queue.Queue(maxsize=_NATIVE_QUEUE)
-        self._stop = threading.Event()
         self._opened = threading.Event()
         self._open_error: BaseException | None = None
-        self._thread: threading.Thread | None = None
+        self._batches: Prefetch[tuple[str, Any]] | None = None
         if start:
             self.start()
 
     def start(self) -> None:
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._run, name="tracekit-kineto-read", daemon=True)
-            self._thread.start()
-
-    def _put(self, item: Any) -> bool:
-        while not self._stop.is_set():
-            try:
-                self._queue.put(item, timeout=0.1)
-                return True
-            except queue.Full:
-                continue
-        return False
+        if self._batches is None:
+            self._batches = Prefetch(self._scan(), depth=_NATIVE_QUEUE, name="tracekit-kineto-read")
 
     def _open(self) -> None:
         try:
@@ -535,20 +517,14 @@ class ReadAhead:
         finally:
             self._opened.set()
 
-    def _run(self) -> None:
+    def _scan(self) -> Iterator[tuple[str, Any]]:
         self._open()
-        if self._open_error is not None:
-            return
-        try:
-            for item in _native_items(self.file):
-                if not self._put(item):
-                    return
-        except BaseException as exc:  # noqa: BLE001 - handed to the consumer, raised there
-            self._put(("error", exc))
+        if self._open_error is None:
+            yield from _native_items(self.file)
 
     def header(self) -> KinetoFile:
         """The opened file (its header decoded); raises what opening it raised."""
-        if self._thread is None and not self._opened.is_set():
+        if self._batches is None and not self._opened.is_set():
             self._open()
         self._opened.wait()
         if self._open_error is not None:
@@ -559,18 +535,17 @@ class ReadAhead:
         """What :func:`_native_items` yields, in order, from the thread."""
         self.header()
         self.start()
-        while True:
-            kind, value = self._queue.get()
-            if kind == "error":
-                raise value
+        assert self._batches is not None
+        for kind, value in self._batches:
             yield kind, value
             if kind == "counts":
-                if self._thread is not None:
-                    self._thread.join()  # it has finished: its scanner and buffers are freed now
+                self._batches.close()  # the thread has finished: its scanner and buffers are freed
                 return
 
     def cancel(self) -> None:
-        self._stop.set()
+        """Stop the thread (if started) and free what it holds."""
+        if self._batches is not None:
+            self._batches.close()
 
 
 _READ_AHEAD: dict[tuple[str, int, int, bool], ReadAhead] = {}
