@@ -72,7 +72,7 @@ StoreOpt = Annotated[
     typer.Option(
         "--store",
         envvar="TRACEKIT_STORE",
-        help="DuckDB store file [default: ./tracekit.duckdb; env TRACEKIT_STORE].",
+        help="DuckDB store file (default: ./tracekit.duckdb, or $TRACEKIT_STORE).",
         show_default=False,
     ),
 ]
@@ -125,6 +125,7 @@ def ingest(
             help="Trace files or directories. Each PATH becomes one run; a directory's trace "
             "files (e.g. one per rank) together form one run.",
             show_default=False,
+            metavar="PATH...",
         ),
     ],
     store: StoreOpt = None,
@@ -354,7 +355,7 @@ def runs(store: StoreOpt = None, fmt: FormatOpt = "table") -> None:
 
 @app.command()
 def query(
-    sql: Annotated[str, typer.Argument(help="One read-only SQL statement over the store's views.")],
+    sql: Annotated[str, typer.Argument(help="One read-only SQL statement over the store's views.", metavar="SQL")],
     store: StoreOpt = None,
     fmt: FormatOpt = "table",
 ) -> None:
@@ -828,7 +829,7 @@ def check(
     min_change: Annotated[
         str | None,
         typer.Option("--min-change", help="Smallest change that counts, for metrics without their own in the "
-                     "config: a percentage (3%) or an amount in the metric's unit. [default: 2%]",
+                     "config: a percentage (3%) or an amount in the metric's unit (default: 2%)",
                      show_default=False),
     ] = None,
     config: Annotated[
@@ -849,11 +850,11 @@ def check(
                                 "slack (incoming webhook); repeat for both.")
     ] = [],  # noqa: B006
     pr: Annotated[
-        int | None, typer.Option("--pr", help="Pull request number for --post github [default: from GITHUB_REF].",
+        int | None, typer.Option("--pr", help="Pull request number for --post github (default: from GITHUB_REF).",
                                  show_default=False)
     ] = None,
     repo: Annotated[
-        str | None, typer.Option("--repo", help="owner/name for --post github [default: $GITHUB_REPOSITORY].",
+        str | None, typer.Option("--repo", help="owner/name for --post github (default: $GITHUB_REPOSITORY).",
                                  show_default=False)
     ] = None,
     post_on: Annotated[
