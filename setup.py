@@ -5,8 +5,8 @@ them and tracekit uses its pure-Python paths (same results, slower).
 
 * ``tracekit.parsers._kineto_scan`` scans Kineto trace events (validate, count, filter, hand
   DuckDB Arrow batches);
-* ``tracekit.parsers._xplane_wire`` reads every XEvent's metadata id from the serialized XSpace
-  (to drop Python-tracer events without a protobuf wrapper per event).
+* ``tracekit.parsers._xplane_wire`` reads XEvents and their stats (as JSON) from the serialized
+  XSpace, line by line, without a protobuf wrapper per event or stat.
 """
 
 from setuptools import Extension, setup

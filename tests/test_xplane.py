@@ -8,7 +8,6 @@ bindings tracekit generates.
 from __future__ import annotations
 
 import gzip
-import os
 import shutil
 from pathlib import Path
 
@@ -401,28 +400,3 @@ def test_python_tracer_events_counted_or_stored(tmp_path: Path, monkeypatch: pyt
             assert c.execute(f"SELECT count(*) FROM (FROM {t} EXCEPT ALL FROM w.{t})").fetchone() == (0,), t
             assert c.execute(f"SELECT count(*) FROM (FROM w.{t} EXCEPT ALL FROM {t})").fetchone() == (0,), t
         c.close()
-
-
-def _xplane_files() -> list[Path]:
-    files = sorted(SAMPLES.glob("*.xplane.pb*"))
-    if (CORPUS / "xplane").is_dir():
-        files += sorted((CORPUS / "xplane").rglob("*.xplane.pb*"))
-    return files
-
-
-def test_wire_ids_equal_protobuf_ids_on_every_file() -> None:
-    from tracekit.parsers import _xplane_read
-
-    if _xplane_read._wire is None:
-        if os.environ.get("CI"):
-            raise AssertionError("CI must build the C helper tracekit/parsers/_xplane_wire.c")
-        pytest.skip("the C helper is not built here (no C compiler when tracekit was installed)")
-    files = _xplane_files()
-    assert files
-    for path in files:
-        space, raw = _xplane_read.read_xspace_raw(path)
-        wire = _xplane_read._wire_line_ids(raw)
-        assert wire is not None and len(wire) == len(space.planes), path
-        for plane, ids in zip(space.planes, wire):
-            assert [list(x) for x in ids] == [[e.metadata_id for e in line.events] for line in plane.lines], path
-    assert _xplane_read._wire_line_ids(raw[: len(raw) // 2]) is None  # cut mid-message: wrappers instead

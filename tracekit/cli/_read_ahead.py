@@ -14,7 +14,10 @@ def read_ahead_for(argv: list[str]) -> bool:
         return False
     if any(a == "--format" or a.startswith("--format=") for a in argv) and "kineto" not in argv:
         return True
+    paths = [a for a in argv[1:] if not a.startswith("-")]
+    if not any(a.lower().endswith((".json", ".json.gz")) for a in paths):
+        return True  # no Kineto-looking file: do not even import the Kineto parser (~0.05 s)
     from tracekit.parsers.kineto import read_ahead
 
-    read_ahead([a for a in argv[1:] if not a.startswith("-")], "--python-events" in argv)
+    read_ahead(paths, "--python-events" in argv)
     return True

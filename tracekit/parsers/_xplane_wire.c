@@ -1,37 +1,38 @@
 /*
- * tracekit.parsers._xplane_wire: the metadata id of every XEvent, read from the serialized XSpace.
+ * tracekit.parsers._xplane_wire: XEvents read straight from the serialized XSpace.
  *
- * The XPlane reader drops Python-tracer events by metadata id (they are ~95 % of the events of a
- * capture with the Python tracer on). Reading 800k ids through protobuf's per-element Python
- * wrappers costs ~0.15 s; walking the wire format here costs ~10 ms. Only the fields on the path
- * are decoded (field numbers from tracekit/parsers/proto/xplane.proto):
+ * Reading events through protobuf's Python wrappers costs microseconds per event and per stat
+ * (~0.15 s just to read the metadata ids of 800k events, ~6 us per kept event with its stats);
+ * walking the wire format here costs a few nanoseconds per byte. The XSpace has already been
+ * parsed by protobuf when these run (that parse validated it), so a malformation here raises
+ * ValueError and the caller falls back to the wrappers. Field numbers from
+ * tracekit/parsers/proto/xplane.proto:
  *
- *   XSpace.planes = 1 -> XPlane.lines = 3 -> XLine.events = 4 -> XEvent.metadata_id = 1
+ *   XSpace.planes = 1 -> XPlane.lines = 3 -> XLine.events = 4
+ *   XEvent: metadata_id = 1, offset_ps = 2 | num_occurrences = 5 (oneof), duration_ps = 3, stats = 4
+ *   XStat: metadata_id = 1, value oneof: double 2, uint64 3, int64 4, str 5, bytes 6, ref 7,
+ *          compressed_str 8
  *
- * Returns (ids, lines): ids is the int64 metadata ids (native byte order) of all events in
- * document order, lines[p][l] the event count of line l of plane p, matching the order of the
- * parsed message's repeated fields. The data has already been parsed by protobuf, so any
- * malformation here raises ValueError and the caller falls back to the wrappers.
+ * line_spans(raw): where each line's bytes are, per plane.
+ * scan_line(line, names, drop_ids, split, op_ids): the columns of one line's events.
+ * The semantics are those of the pure-Python reader in _xplane_read.py (_line_events_py), which
+ * the tests hold this module to.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 typedef struct {
-    int64_t *v;
+    char *v;
     Py_ssize_t n, cap;
-} Ids;
-
-typedef struct {
-    Py_ssize_t *v; /* per line: event count; plane boundaries kept in `planes` */
-    Py_ssize_t n, cap;
-} Counts;
+} Buf;
 
 static int grow(void **p, Py_ssize_t *cap, Py_ssize_t need, size_t width) {
     if (need <= *cap) return 0;
-    Py_ssize_t nc = *cap ? *cap * 2 : 1024;
+    Py_ssize_t nc = *cap ? *cap * 2 : 256;
     while (nc < need) nc *= 2;
     void *q = realloc(*p, (size_t)nc * width);
     if (!q) return -1;
@@ -39,6 +40,15 @@ static int grow(void **p, Py_ssize_t *cap, Py_ssize_t need, size_t width) {
     *cap = nc;
     return 0;
 }
+
+static int put(Buf *b, const char *s, Py_ssize_t n) {
+    if (grow((void **)&b->v, &b->cap, b->n + n, 1)) return -1;
+    memcpy(b->v + b->n, s, (size_t)n);
+    b->n += n;
+    return 0;
+}
+
+static int put_i64(Buf *b, int64_t x) { return put(b, (const char *)&x, sizeof x); }
 
 /* varint at *pp (< end): value in *out; 0 ok, -1 malformed */
 static int varint(const uint8_t **pp, const uint8_t *end, uint64_t *out) {
@@ -57,8 +67,9 @@ static int varint(const uint8_t **pp, const uint8_t *end, uint64_t *out) {
     return -1;
 }
 
-/* Iterate the fields of a message [p, end). For each: *field, *wt, and for length-delimited
- * fields the payload [*s, *e); for varints *val. Returns 1 per field, 0 at the end, -1 bad. */
+/* Iterate the fields of a message [p, end). For each: *field, *wt; for length-delimited fields
+ * the payload [*s, *e); for fixed64/fixed32 *s points at the little-endian bytes; for varints
+ * *val. Returns 1 per field, 0 at the end, -1 malformed. */
 static int next_field(const uint8_t **pp, const uint8_t *end, uint32_t *field, int *wt,
                       const uint8_t **s, const uint8_t **e, uint64_t *val) {
     if (*pp >= end) return 0;
@@ -71,6 +82,7 @@ static int next_field(const uint8_t **pp, const uint8_t *end, uint32_t *field, i
             return varint(pp, end, val) ? -1 : 1;
         case 1:
             if (end - *pp < 8) return -1;
+            *s = *pp;
             *pp += 8;
             return 1;
         case 2: {
@@ -83,6 +95,7 @@ static int next_field(const uint8_t **pp, const uint8_t *end, uint32_t *field, i
         }
         case 5:
             if (end - *pp < 4) return -1;
+            *s = *pp;
             *pp += 4;
             return 1;
         default:
@@ -90,46 +103,24 @@ static int next_field(const uint8_t **pp, const uint8_t *end, uint32_t *field, i
     }
 }
 
-static int walk_line(const uint8_t *p, const uint8_t *end, Ids *ids, Py_ssize_t *count) {
-    uint32_t f;
-    int wt, r;
-    const uint8_t *s = NULL, *e = NULL;
-    uint64_t val = 0;
-    while ((r = next_field(&p, end, &f, &wt, &s, &e, &val)) == 1) {
-        if (f != 4 || wt != 2) continue;
-        int64_t id = 0;
-        const uint8_t *q = s;
-        uint32_t f2;
-        int wt2, r2;
-        const uint8_t *s2, *e2;
-        uint64_t v2 = 0;
-        while ((r2 = next_field(&q, e, &f2, &wt2, &s2, &e2, &v2)) == 1)
-            if (f2 == 1 && wt2 == 0) id = (int64_t)v2;
-        if (r2 < 0) return -1;
-        if (grow((void **)&ids->v, &ids->cap, ids->n + 1, sizeof(int64_t))) return -2;
-        ids->v[ids->n++] = id;
-        (*count)++;
-    }
-    return r;
-}
+/* ---------------------------------------------------------------------------------------- */
+/* line_spans */
 
-static PyObject *event_metadata_ids(PyObject *m, PyObject *arg) {
+static PyObject *line_spans(PyObject *m, PyObject *arg) {
     Py_buffer view;
     if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0) return NULL;
-    Ids ids = {NULL, 0, 0};
-    Counts lines = {NULL, 0, 0};
-    Py_ssize_t *plane_lines = NULL, n_planes = 0, cap_planes = 0;
-    int bad = 0;
-    Py_BEGIN_ALLOW_THREADS
-    const uint8_t *p = view.buf, *end = p + view.len;
+    PyObject *planes = PyList_New(0);
+    const uint8_t *base = view.buf, *p = base, *end = base + view.len;
     uint32_t f;
     int wt, r;
     const uint8_t *s = NULL, *e = NULL;
     uint64_t val = 0;
-    while (!bad && (r = next_field(&p, end, &f, &wt, &s, &e, &val)) == 1) {
+    int bad = 0;
+    while (planes && !bad && (r = next_field(&p, end, &f, &wt, &s, &e, &val)) == 1) {
         if (f != 1 || wt != 2) continue; /* XSpace.planes */
-        if (grow((void **)&plane_lines, &cap_planes, n_planes + 1, sizeof(Py_ssize_t))) { bad = -2; break; }
-        plane_lines[n_planes] = 0;
+        PyObject *lines = PyList_New(0);
+        if (!lines || PyList_Append(planes, lines) < 0) { Py_XDECREF(lines); Py_CLEAR(planes); break; }
+        Py_DECREF(lines);
         const uint8_t *q = s;
         uint32_t f2;
         int wt2, r2;
@@ -137,54 +128,506 @@ static PyObject *event_metadata_ids(PyObject *m, PyObject *arg) {
         uint64_t v2 = 0;
         while ((r2 = next_field(&q, e, &f2, &wt2, &s2, &e2, &v2)) == 1) {
             if (f2 != 3 || wt2 != 2) continue; /* XPlane.lines */
-            if (grow((void **)&lines.v, &lines.cap, lines.n + 1, sizeof(Py_ssize_t))) { bad = -2; break; }
-            Py_ssize_t count = 0;
-            int rl = walk_line(s2, e2, &ids, &count);
-            if (rl < 0) { bad = rl; break; }
-            lines.v[lines.n++] = count;
-            plane_lines[n_planes]++;
+            PyObject *span = Py_BuildValue("(nn)", (Py_ssize_t)(s2 - base), (Py_ssize_t)(e2 - s2));
+            if (!span || PyList_Append(lines, span) < 0) { Py_XDECREF(span); Py_CLEAR(planes); break; }
+            Py_DECREF(span);
         }
-        if (!bad && r2 < 0) bad = -1;
-        n_planes++;
+        if (planes && r2 < 0) bad = 1;
     }
-    if (!bad && r < 0) bad = -1;
-    Py_END_ALLOW_THREADS
+    if (planes && !bad && r < 0) bad = 1;
     PyBuffer_Release(&view);
-    PyObject *out = NULL;
-    if (bad == -2) {
-        PyErr_NoMemory();
-    } else if (bad) {
-        PyErr_SetString(PyExc_ValueError, "malformed XSpace wire data");
-    } else {
-        PyObject *b = PyBytes_FromStringAndSize((const char *)ids.v, ids.n * (Py_ssize_t)sizeof(int64_t));
-        PyObject *planes = PyList_New(n_planes);
-        Py_ssize_t k = 0;
-        for (Py_ssize_t i = 0; planes && i < n_planes; i++) {
-            PyObject *l = PyList_New(plane_lines[i]);
-            if (!l) { Py_CLEAR(planes); break; }
-            for (Py_ssize_t j = 0; j < plane_lines[i]; j++) PyList_SET_ITEM(l, j, PyLong_FromSsize_t(lines.v[k++]));
-            PyList_SET_ITEM(planes, i, l);
-        }
-        if (b && planes) out = PyTuple_Pack(2, b, planes);
-        Py_XDECREF(b);
+    if (bad) {
         Py_XDECREF(planes);
+        PyErr_SetString(PyExc_ValueError, "malformed XSpace wire data");
+        return NULL;
     }
-    free(ids.v);
-    free(lines.v);
-    free(plane_lines);
+    return planes;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* scan_line */
+
+typedef struct {
+    int64_t id;
+    const char *s;
+    Py_ssize_t n;
+    PyObject *obj; /* the str (borrowed from the names dict) */
+} Name;
+
+static int name_cmp(const void *a, const void *b) {
+    int64_t x = ((const Name *)a)->id, y = ((const Name *)b)->id;
+    return (x > y) - (x < y);
+}
+
+static const Name *find_name(const Name *names, Py_ssize_t n, int64_t id) {
+    Py_ssize_t lo = 0, hi = n;
+    while (lo < hi) {
+        Py_ssize_t mid = (lo + hi) / 2;
+        if (names[mid].id < id) lo = mid + 1;
+        else if (names[mid].id > id) hi = mid;
+        else return &names[mid];
+    }
+    return NULL;
+}
+
+static int in_sorted(const int64_t *v, Py_ssize_t n, int64_t x) {
+    Py_ssize_t lo = 0, hi = n;
+    while (lo < hi) {
+        Py_ssize_t mid = (lo + hi) / 2;
+        if (v[mid] < x) lo = mid + 1;
+        else if (v[mid] > x) hi = mid;
+        else return 1;
+    }
+    return 0;
+}
+
+/* The ids to drop: a bitmap when they are small (metadata ids count up from 1), else the sorted
+ * array. */
+typedef struct {
+    const int64_t *v;
+    Py_ssize_t n;
+    uint8_t *bits;
+    int64_t max;
+} Drops;
+
+static int drops_init(Drops *d, const int64_t *v, Py_ssize_t n) {
+    d->v = v;
+    d->n = n;
+    d->bits = NULL;
+    d->max = -1;
+    if (!n || v[0] < 0 || v[n - 1] >= ((int64_t)1 << 26)) return 0;
+    d->max = v[n - 1];
+    d->bits = calloc((size_t)(d->max / 8 + 1), 1);
+    if (!d->bits) return -1;
+    for (Py_ssize_t i = 0; i < n; i++) d->bits[v[i] >> 3] |= (uint8_t)(1u << (v[i] & 7));
+    return 0;
+}
+
+static int is_dropped(const Drops *d, int64_t id) {
+    if (d->bits) return id >= 0 && id <= d->max && (d->bits[id >> 3] >> (id & 7)) & 1;
+    return in_sorted(d->v, d->n, id);
+}
+
+enum { V_NONE = 0, V_DOUBLE = 2, V_U64 = 3, V_I64 = 4, V_STR = 5, V_BYTES = 6, V_REF = 7, V_COMPRESSED = 8 };
+
+typedef struct {
+    int64_t mid;
+    const char *key;
+    Py_ssize_t key_n;
+    char keybuf[24]; /* the decimal id, for a stat without metadata */
+    int kind;
+    uint64_t u;
+    const uint8_t *s;
+    Py_ssize_t sn;
+    int skip;  /* a later stat with the same key holds the value */
+    int split; /* index into `split`, or -1 */
+} Stat;
+
+/* JSON string body as msgspec writes it: ", \ and control characters escaped, the rest as is */
+static int put_json_str(Buf *b, const char *s, Py_ssize_t n) {
+    static const char hex[] = "0123456789abcdef";
+    if (put(b, "\"", 1)) return -1;
+    Py_ssize_t run = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c >= 0x20 && c != '"' && c != '\\') continue;
+        if (put(b, s + run, i - run)) return -1;
+        run = i + 1;
+        char esc[6];
+        int k = 2;
+        esc[0] = '\\';
+        switch (c) {
+            case '"': esc[1] = '"'; break;
+            case '\\': esc[1] = '\\'; break;
+            case '\b': esc[1] = 'b'; break;
+            case '\f': esc[1] = 'f'; break;
+            case '\n': esc[1] = 'n'; break;
+            case '\r': esc[1] = 'r'; break;
+            case '\t': esc[1] = 't'; break;
+            default:
+                esc[1] = 'u'; esc[2] = '0'; esc[3] = '0'; esc[4] = hex[c >> 4]; esc[5] = hex[c & 15];
+                k = 6;
+        }
+        if (put(b, esc, k)) return -1;
+    }
+    if (put(b, s + run, n - run)) return -1;
+    return put(b, "\"", 1);
+}
+
+/* A double as msgspec writes it: Python's shortest round-trip digits; fixed notation for decimal
+ * exponents -5..15 (".0" on integers), otherwise d[.ddd]e[-]x; inf and nan as null. */
+static int put_json_double(Buf *b, double d) {
+    if (!isfinite(d)) return put(b, "null", 4);
+    char *r = PyOS_double_to_string(d, 'r', 0, Py_DTSF_ADD_DOT_0, NULL);
+    if (!r) return -1;
+    int rc;
+    char *ep = strchr(r, 'e');
+    if (!ep) {
+        rc = put(b, r, (Py_ssize_t)strlen(r));
+    } else {
+        int exp10 = atoi(ep + 1);
+        if (exp10 == -5) { /* Python writes 1.5e-05, msgspec 0.000015 */
+            char digits[32];
+            int nd = 0;
+            for (char *c = r; c < ep && nd < 31; c++)
+                if (*c >= '0' && *c <= '9') digits[nd++] = *c;
+            rc = put(b, r[0] == '-' ? "-0.0000" : "0.0000", r[0] == '-' ? 7 : 6);
+            if (!rc) rc = put(b, digits, nd);
+        } else {
+            char tail[16];
+            int nt = snprintf(tail, sizeof tail, "e%d", exp10);
+            rc = put(b, r, ep - r);
+            if (!rc) rc = put(b, tail, nt);
+        }
+    }
+    PyMem_Free(r);
+    return rc;
+}
+
+/* zlib.decompress(data, wbits) with gzip/zlib auto-detection, then raw deflate; decoded as UTF-8
+ * with replacement; the hex of the bytes when neither inflates (as stat_value in Python). */
+static PyObject *inflate_str(const uint8_t *s, Py_ssize_t n) {
+    PyObject *zlib = PyImport_ImportModule("zlib");
+    if (!zlib) return NULL;
+    PyObject *data = PyBytes_FromStringAndSize((const char *)s, n);
+    PyObject *out = NULL;
+    for (int i = 0; data && i < 2 && !out; i++) {
+        PyObject *raw = PyObject_CallMethod(zlib, "decompress", "Oi", data, i == 0 ? 47 : -15);
+        if (raw) {
+            out = PyUnicode_DecodeUTF8(PyBytes_AS_STRING(raw), PyBytes_GET_SIZE(raw), "replace");
+            Py_DECREF(raw);
+        } else {
+            PyErr_Clear();
+        }
+    }
+    if (data && !out) out = PyObject_CallMethod(data, "hex", NULL);
+    Py_XDECREF(data);
+    Py_DECREF(zlib);
     return out;
 }
 
+static PyObject *stat_object(const Stat *st, const Name *names, Py_ssize_t n_names) {
+    switch (st->kind) {
+        case V_DOUBLE: {
+            double d;
+            memcpy(&d, &st->u, sizeof d);
+            return PyFloat_FromDouble(d);
+        }
+        case V_U64: return PyLong_FromUnsignedLongLong(st->u);
+        case V_I64: return PyLong_FromLongLong((long long)(int64_t)st->u);
+        case V_STR: return PyUnicode_DecodeUTF8((const char *)st->s, st->sn, "replace");
+        case V_BYTES: return PyBytes_FromStringAndSize((const char *)st->s, st->sn);
+        case V_REF: {
+            const Name *nm = find_name(names, n_names, (int64_t)st->u);
+            if (nm) { Py_INCREF(nm->obj); return nm->obj; }
+            return PyUnicode_FromStringAndSize("", 0);
+        }
+        case V_COMPRESSED: return inflate_str(st->s, st->sn);
+        default: Py_RETURN_NONE;
+    }
+}
+
+static int put_json_value(Buf *b, const Stat *st, const Name *names, Py_ssize_t n_names) {
+    char num[32];
+    int k;
+    switch (st->kind) {
+        case V_DOUBLE: {
+            double d;
+            memcpy(&d, &st->u, sizeof d);
+            return put_json_double(b, d);
+        }
+        case V_U64:
+            k = snprintf(num, sizeof num, "%llu", (unsigned long long)st->u);
+            return put(b, num, k);
+        case V_I64:
+            k = snprintf(num, sizeof num, "%lld", (long long)(int64_t)st->u);
+            return put(b, num, k);
+        case V_STR: return put_json_str(b, (const char *)st->s, st->sn);
+        case V_BYTES: /* serialized protos and the like: their size, not their bytes */
+            k = snprintf(num, sizeof num, "\"<%zd bytes>\"", st->sn);
+            return put(b, num, k);
+        case V_REF: {
+            const Name *nm = find_name(names, n_names, (int64_t)st->u);
+            return nm ? put_json_str(b, nm->s, nm->n) : put(b, "\"\"", 2);
+        }
+        case V_COMPRESSED: {
+            PyObject *o = inflate_str(st->s, st->sn);
+            if (!o) return -1;
+            Py_ssize_t n;
+            const char *u = PyUnicode_AsUTF8AndSize(o, &n);
+            int rc = u ? put_json_str(b, u, n) : -1;
+            Py_DECREF(o);
+            return rc;
+        }
+        default: return put(b, "null", 4);
+    }
+}
+
+/* one XStat [p, end) into *st: 0 ok, -1 malformed */
+static int read_stat(const uint8_t *p, const uint8_t *end, Stat *st) {
+    uint32_t f;
+    int wt, r;
+    const uint8_t *s = NULL, *e = NULL;
+    uint64_t val = 0;
+    st->mid = 0;
+    st->kind = V_NONE;
+    st->u = 0;
+    st->s = NULL;
+    st->sn = 0;
+    while ((r = next_field(&p, end, &f, &wt, &s, &e, &val)) == 1) {
+        if (f == 1 && wt == 0) st->mid = (int64_t)val;
+        else if (f == 2 && wt == 1) { st->kind = V_DOUBLE; memcpy(&st->u, s, 8); } /* little-endian hosts */
+        else if ((f == 3 || f == 4 || f == 7) && wt == 0) { st->kind = (int)f; st->u = val; }
+        else if ((f == 5 || f == 6 || f == 8) && wt == 2) { st->kind = (int)f; st->s = s; st->sn = e - s; }
+    }
+    return r;
+}
+
+typedef struct {
+    Buf ids, offsets, durs, flags;
+    Py_ssize_t rows;
+} Cols;
+
+static PyObject *scan_line(PyObject *m, PyObject *args, PyObject *kw) {
+    static char *kwlist[] = {"line", "names", "drop_ids", "split", "op_ids", NULL};
+    Py_buffer line, drop = {0}, ops = {0};
+    PyObject *names_dict, *drop_obj = Py_None, *split = NULL, *ops_obj = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "y*O!|OO!O", kwlist, &line, &PyDict_Type,
+                                     &names_dict, &drop_obj, &PyTuple_Type, &split, &ops_obj)) {
+        return NULL;
+    }
+    PyObject *result = NULL, *arg_list = NULL, *split_lists = NULL;
+    Name *names = NULL;
+    Stat *stats = NULL;
+    Py_ssize_t n_stats_cap = 0;
+    Cols c = {{0}};
+    Drops drops = {0};
+    Buf json = {0};
+    int use_ops = ops_obj != Py_None;
+    if (drop_obj != Py_None && PyObject_GetBuffer(drop_obj, &drop, PyBUF_SIMPLE) < 0) goto done;
+    if (use_ops && PyObject_GetBuffer(ops_obj, &ops, PyBUF_SIMPLE) < 0) goto done;
+    const int64_t *drop_v = drop.buf, *ops_v = ops.buf;
+    Py_ssize_t n_drop = drop.buf ? drop.len / 8 : 0, n_ops = ops.buf ? ops.len / 8 : 0;
+    for (Py_ssize_t j = 1; j < n_drop; j++)
+        if (drop_v[j - 1] >= drop_v[j]) { PyErr_SetString(PyExc_ValueError, "drop_ids must be sorted"); goto done; }
+    for (Py_ssize_t j = 1; j < n_ops; j++)
+        if (ops_v[j - 1] >= ops_v[j]) { PyErr_SetString(PyExc_ValueError, "op_ids must be sorted"); goto done; }
+    if (drops_init(&drops, drop_v, n_drop)) { PyErr_NoMemory(); goto done; }
+
+    /* names: stat metadata id -> name, sorted for binary search */
+    Py_ssize_t n_names = PyDict_Size(names_dict), pos = 0, i = 0;
+    names = PyMem_Calloc(n_names ? (size_t)n_names : 1, sizeof(Name));
+    if (!names) { PyErr_NoMemory(); goto done; }
+    PyObject *k, *v;
+    while (PyDict_Next(names_dict, &pos, &k, &v)) {
+        if (!PyLong_Check(k) || !PyUnicode_Check(v)) {
+            PyErr_SetString(PyExc_TypeError, "names must map int to str");
+            goto done;
+        }
+        names[i].id = PyLong_AsLongLong(k);
+        if (names[i].id == -1 && PyErr_Occurred()) goto done;
+        names[i].s = PyUnicode_AsUTF8AndSize(v, &names[i].n);
+        if (!names[i].s) goto done;
+        names[i].obj = v;
+        i++;
+    }
+    qsort(names, (size_t)n_names, sizeof(Name), name_cmp);
+
+    Py_ssize_t n_split = split ? PyTuple_GET_SIZE(split) : 0;
+    const char *split_s[16];
+    Py_ssize_t split_n[16];
+    if (n_split > 16) { PyErr_SetString(PyExc_ValueError, "at most 16 split stats"); goto done; }
+    for (Py_ssize_t j = 0; j < n_split; j++) {
+        PyObject *o = PyTuple_GET_ITEM(split, j);
+        if (!PyUnicode_Check(o)) { PyErr_SetString(PyExc_TypeError, "split must hold str"); goto done; }
+        split_s[j] = PyUnicode_AsUTF8AndSize(o, &split_n[j]);
+        if (!split_s[j]) goto done;
+    }
+    arg_list = PyList_New(0);
+    split_lists = PyTuple_New(n_split);
+    if (!arg_list || !split_lists) goto done;
+    for (Py_ssize_t j = 0; j < n_split; j++) {
+        PyObject *l = PyList_New(0);
+        if (!l) goto done;
+        PyTuple_SET_ITEM(split_lists, j, l);
+    }
+
+    long long n_dropped = 0, n_untimed = 0;
+    const uint8_t *p = line.buf, *end = p + line.len;
+    uint32_t f;
+    int wt, r;
+    const uint8_t *s = NULL, *e = NULL;
+    uint64_t val = 0;
+    while ((r = next_field(&p, end, &f, &wt, &s, &e, &val)) == 1) {
+        if (f != 4 || wt != 2) continue; /* XLine.events */
+        int64_t mid = 0, off = 0, occ = 0, dur = 0;
+        int which = 0; /* 2: offset_ps set last, 5: num_occurrences */
+        Py_ssize_t ns = 0;
+        const uint8_t *q = s;
+        uint32_t f2;
+        int wt2, r2;
+        const uint8_t *s2 = NULL, *e2 = NULL;
+        uint64_t v2 = 0;
+        /* first pass: the scalar fields (the drop decision needs only the id) */
+        while ((r2 = next_field(&q, e, &f2, &wt2, &s2, &e2, &v2)) == 1) {
+            if (wt2 == 0) {
+                if (f2 == 1) mid = (int64_t)v2;
+                else if (f2 == 2) { off = (int64_t)v2; occ = 0; which = 2; }
+                else if (f2 == 5) { occ = (int64_t)v2; off = 0; which = 5; }
+                else if (f2 == 3) dur = (int64_t)v2;
+            } else if (f2 == 4 && wt2 == 2) {
+                ns++;
+            }
+        }
+        if (r2 < 0) goto malformed;
+        if (n_drop && is_dropped(&drops, mid)) {
+            n_dropped++;
+            continue;
+        }
+        if (which == 5 && occ != 0) { n_untimed++; continue; } /* aggregated: no start time */
+        /* the stats */
+        if (grow((void **)&stats, &n_stats_cap, ns, sizeof(Stat))) { PyErr_NoMemory(); goto done; }
+        Py_ssize_t n = 0;
+        int is_op = 0;
+        q = s;
+        while ((r2 = next_field(&q, e, &f2, &wt2, &s2, &e2, &v2)) == 1) {
+            if (f2 != 4 || wt2 != 2) continue;
+            Stat *st = &stats[n++];
+            if (read_stat(s2, e2, st) < 0) goto malformed;
+            if (use_ops && !is_op) is_op = in_sorted(ops_v, n_ops, st->mid);
+            const Name *nm = find_name(names, n_names, st->mid);
+            if (nm) { st->key = nm->s; st->key_n = nm->n; }
+            else {
+                st->key_n = snprintf(st->keybuf, sizeof st->keybuf, "%lld", (long long)st->mid);
+                st->key = st->keybuf;
+            }
+            st->skip = 0;
+            st->split = -1;
+            /* a repeated key: the first position keeps the last value (a Python dict's update) */
+            for (Py_ssize_t j = 0; j < n - 1; j++) {
+                Stat *o = &stats[j];
+                if (!o->skip && o->key_n == st->key_n && memcmp(o->key, st->key, (size_t)st->key_n) == 0) {
+                    o->kind = st->kind; o->u = st->u; o->s = st->s; o->sn = st->sn;
+                    st->skip = 1;
+                    break;
+                }
+            }
+        }
+        int do_split = n_split && (!use_ops || is_op);
+        PyObject *row_split[16] = {NULL};
+        int any_arg = 0;
+        for (Py_ssize_t j = 0; j < n; j++) {
+            Stat *st = &stats[j];
+            if (st->skip) continue;
+            if (do_split)
+                for (Py_ssize_t t = 0; t < n_split; t++)
+                    if (split_n[t] == st->key_n && memcmp(split_s[t], st->key, (size_t)st->key_n) == 0) {
+                        st->split = (int)t;
+                        break;
+                    }
+            if (st->split < 0) any_arg = 1;
+        }
+        /* columns */
+        if (put_i64(&c.ids, mid) || put_i64(&c.offsets, off) || put_i64(&c.durs, dur) ||
+            (use_ops && put(&c.flags, is_op ? "\1" : "\0", 1))) {
+            PyErr_NoMemory();
+            goto done;
+        }
+        PyObject *a;
+        if (any_arg) {
+            json.n = 0;
+            int first = 1, bad = put(&json, "{", 1);
+            for (Py_ssize_t j = 0; j < n && !bad; j++) {
+                Stat *st = &stats[j];
+                if (st->skip || st->split >= 0) continue;
+                if (!first) bad = put(&json, ",", 1);
+                first = 0;
+                bad = bad || put_json_str(&json, st->key, st->key_n) || put(&json, ":", 1) ||
+                      put_json_value(&json, st, names, n_names);
+            }
+            if (bad || put(&json, "}", 1)) {
+                if (!PyErr_Occurred()) PyErr_NoMemory();
+                goto done;
+            }
+            a = PyUnicode_DecodeUTF8(json.v, json.n, "replace");
+            if (!a) goto done;
+        } else {
+            a = Py_None;
+            Py_INCREF(a);
+        }
+        int bad = PyList_Append(arg_list, a);
+        Py_DECREF(a);
+        if (bad) goto done;
+        for (Py_ssize_t j = 0; j < n; j++)
+            if (!stats[j].skip && stats[j].split >= 0) {
+                row_split[stats[j].split] = stat_object(&stats[j], names, n_names);
+                if (!row_split[stats[j].split]) {
+                    for (Py_ssize_t t = 0; t < n_split; t++) Py_XDECREF(row_split[t]);
+                    goto done;
+                }
+            }
+        for (Py_ssize_t t = 0; t < n_split; t++) {
+            PyObject *o = row_split[t] ? row_split[t] : Py_None;
+            if (!row_split[t]) Py_INCREF(o);
+            bad = PyList_Append(PyTuple_GET_ITEM(split_lists, t), o);
+            Py_DECREF(o);
+            if (bad) {
+                for (Py_ssize_t u = t + 1; u < n_split; u++) Py_XDECREF(row_split[u]);
+                goto done;
+            }
+        }
+        c.rows++;
+    }
+    if (r < 0) goto malformed;
+    PyObject *ids = PyBytes_FromStringAndSize(c.ids.v, c.ids.n);
+    PyObject *offsets = PyBytes_FromStringAndSize(c.offsets.v, c.offsets.n);
+    PyObject *durs = PyBytes_FromStringAndSize(c.durs.v, c.durs.n);
+    PyObject *flags = use_ops ? PyBytes_FromStringAndSize(c.flags.v, c.flags.n) : (Py_INCREF(Py_None), Py_None);
+    if (ids && offsets && durs && flags)
+        result = Py_BuildValue("(LLOOOOOO)", n_dropped, n_untimed, ids, offsets, durs, flags, arg_list, split_lists);
+    Py_XDECREF(ids);
+    Py_XDECREF(offsets);
+    Py_XDECREF(durs);
+    Py_XDECREF(flags);
+    goto done;
+malformed:
+    PyErr_SetString(PyExc_ValueError, "malformed XLine wire data");
+done:
+    Py_XDECREF(arg_list);
+    Py_XDECREF(split_lists);
+    PyMem_Free(names);
+    free(stats);
+    free(c.ids.v);
+    free(c.offsets.v);
+    free(c.durs.v);
+    free(c.flags.v);
+    free(json.v);
+    free(drops.bits);
+    PyBuffer_Release(&line);
+    if (drop.buf) PyBuffer_Release(&drop);
+    if (ops.buf) PyBuffer_Release(&ops);
+    return result;
+}
+
 static PyMethodDef methods[] = {
-    {"event_metadata_ids", event_metadata_ids, METH_O,
-     "event_metadata_ids(raw) -> (ids: bytes of int64, lines: list[list[int]]): the metadata id "
-     "of every XEvent of a serialized XSpace, and the event count of each line of each plane."},
+    {"line_spans", line_spans, METH_O,
+     "line_spans(raw) -> list[list[tuple[int, int]]]: (offset, length) of each XLine of each "
+     "XPlane of a serialized XSpace, in the order of the parsed message's repeated fields."},
+    {"scan_line", (PyCFunction)(void (*)(void))scan_line, METH_VARARGS | METH_KEYWORDS,
+     "scan_line(line, names, drop_ids=None, split=(), op_ids=None) -> (n_dropped, n_untimed, "
+     "ids, offset_ps, dur_ps, is_op, args, split_values): the events of one serialized XLine. "
+     "Events whose metadata id is in drop_ids (sorted int64 bytes) are counted in n_dropped, "
+     "aggregated ones (num_occurrences) in n_untimed; for the others ids/offset_ps/dur_ps are "
+     "int64 bytes, args the stats as compact JSON (None when none is "
+     "left), split_values[i] the values of stat split[i] (None where absent), taken out of args. "
+     "With op_ids (sorted int64 bytes of stat metadata ids), only events carrying one of those "
+     "stats are split and is_op is their uint8 flag per event; else is_op is None."},
     {NULL},
 };
 
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "_xplane_wire",
-    "XEvent metadata ids read from the XSpace wire format (see tracekit/parsers/_xplane_read.py).", -1, methods,
+    "XEvents read from the XSpace wire format (see tracekit/parsers/_xplane_read.py).", -1, methods,
 };
 
 PyMODINIT_FUNC PyInit__xplane_wire(void) { return PyModule_Create(&module); }

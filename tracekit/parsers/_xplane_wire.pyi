@@ -1,3 +1,14 @@
 """Type stub of the C module tracekit/parsers/_xplane_wire.c (built by setup.py when possible)."""
 
-def event_metadata_ids(raw: bytes | bytearray | memoryview) -> tuple[bytes, list[list[int]]]: ...
+from typing import Any, TypeAlias
+
+Buffer: TypeAlias = bytes | bytearray | memoryview
+
+def line_spans(raw: Buffer) -> list[list[tuple[int, int]]]: ...
+def scan_line(
+    line: Buffer,
+    names: dict[int, str],
+    drop_ids: Any = None,
+    split: tuple[str, ...] = (),
+    op_ids: Any = None,
+) -> tuple[int, int, bytes, bytes, bytes, bytes | None, list[str | None], tuple[list[Any], ...]]: ...

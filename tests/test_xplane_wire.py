@@ -1,0 +1,246 @@
+"""The C helper that reads XEvents from the XSpace wire format (tracekit/parsers/_xplane_wire.c)
+against the pure-Python reader through protobuf's wrappers (``_line_events_py``): the same columns,
+the same JSON text, on every line of every XPlane file at hand and on a hand-made XSpace with the
+awkward cases (repeated keys, interned and compressed strings, numbers at the formatting edges,
+aggregated events, a oneof set twice, unknown fields)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import zlib
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from conftest import CORPUS, SAMPLES
+
+from tracekit.parsers import _xplane_read as xr
+from tracekit.parsers.proto import xplane_pb2
+
+
+def _need_wire() -> None:
+    if xr._wire is None:
+        if os.environ.get("CI"):
+            raise AssertionError("CI must build the C helper tracekit/parsers/_xplane_wire.c")
+        pytest.skip("the C helper is not built here (no C compiler when tracekit was installed)")
+
+
+def _xplane_files() -> list[Path]:
+    files = sorted(SAMPLES.glob("*.xplane.pb*"))
+    if (CORPUS / "xplane").is_dir():
+        files += sorted((CORPUS / "xplane").rglob("*.xplane.pb*"))
+    return files
+
+
+def _same(a: xr._LineEvents, b: xr._LineEvents, where: str) -> None:
+    assert (a.n_dropped, a.n_untimed) == (b.n_dropped, b.n_untimed), where
+    for col in ("metadata_id", "offset_ps", "dur_ps"):
+        assert getattr(a, col).dtype == np.int64, where
+        assert np.array_equal(getattr(a, col), getattr(b, col)), (where, col)
+    if a.is_op is None or b.is_op is None:
+        assert a.is_op is None and b.is_op is None, where
+    else:
+        assert np.array_equal(a.is_op, b.is_op), where
+    assert a.args == b.args, where  # the JSON text itself, not only what it parses to
+    assert a.split.keys() == b.split.keys(), where
+    for k in a.split:
+        assert a.split[k] == b.split[k], (where, k)
+        assert [type(v) for v in a.split[k]] == [type(v) for v in b.split[k]], (where, k)
+
+
+def _modes(plane: xplane_pb2.XPlane, names: dict[int, str]) -> list[dict[str, Any]]:
+    """The ways the reader reads lines: plain, device split, Python-tracer drop + CPU-op split."""
+    python_ids = np.array(sorted(k for k, em in plane.event_metadata.items() if em.name.startswith("$")),
+                          dtype=np.int64)
+    op_ids = np.array(sorted(k for k, v in names.items() if v == "hlo_op"), dtype=np.int64)
+    return [
+        {},
+        {"split": xr._DEVICE_STATS},
+        {"drop_ids": python_ids, "split": xr._CPU_OP_STATS, "op_ids": op_ids},
+    ]
+
+
+def _compare_space(raw: bytes, where: str) -> int:
+    space = xplane_pb2.XSpace.FromString(raw)
+    spans = xr._wire.line_spans(raw)
+    assert [len(x) for x in spans] == [len(p.lines) for p in space.planes], where
+    view = memoryview(raw)
+    n_events = 0
+    for plane, plane_spans in zip(space.planes, spans):
+        names = {k: v.name for k, v in plane.stat_metadata.items()}
+        for line, (offset, size) in zip(plane.lines, plane_spans):
+            assert xplane_pb2.XLine.FromString(view[offset : offset + size]) == line, where
+            for mode in _modes(plane, names):
+                args = (mode.get("drop_ids"), mode.get("split", ()), mode.get("op_ids"))
+                c = xr._line_events_wire(view[offset : offset + size], names, *args)
+                py = xr._line_events_py(line, names, *args)
+                _same(c, py, f"{where} {plane.name} {line.name} {sorted(mode)}")
+            n_events += len(line.events)
+    return n_events
+
+
+def test_wire_reader_equals_wrappers_on_every_file() -> None:
+    _need_wire()
+    files = _xplane_files()
+    assert files
+    total = 0
+    for path in files:
+        _, raw = xr.read_xspace_raw(path)
+        total += _compare_space(raw, str(path))
+    assert total > 30_000  # the sample alone has ~30k events; the corpus adds far more
+
+
+def _space() -> bytes:
+    """A hand-made XSpace with the cases the corpus may not have."""
+    space = xplane_pb2.XSpace()
+    plane = space.planes.add(id=1, name="/host:CPU")
+    stat_names = {1: "s", 2: "d", 3: "u", 4: "i", 5: "b", 6: "ref", 7: "z", 8: "hlo_op", 9: "program_id",
+                  10: "hlo_module", 11: "device_offset_ps", 12: "kernel_details", 13: "memcpy_details",
+                  14: "interned value"}
+    for k, v in stat_names.items():
+        plane.stat_metadata[k].id = k
+        plane.stat_metadata[k].name = v
+    plane.event_metadata[1].name = "op"
+    plane.event_metadata[2].name = "$python frame"
+    line = plane.lines.add(id=1, name="t1", timestamp_ns=1_000)
+
+    def event(mid: int, offset: int | None = 10, dur: int = 5, occurrences: int | None = None,
+              stats: list[tuple[int, str, Any]] = ()) -> xplane_pb2.XEvent:  # type: ignore[assignment]
+        e = line.events.add(metadata_id=mid, duration_ps=dur)
+        if offset is not None:
+            e.offset_ps = offset
+        if occurrences is not None:
+            e.num_occurrences = occurrences
+        for sid, field, value in stats:
+            st = e.stats.add(metadata_id=sid)
+            if field:
+                setattr(st, field, value)
+        return e
+
+    gz = gzip.compress(b"inflated by gzip")
+    raw_deflate = zlib.compressobj(wbits=-15)
+    deflated = raw_deflate.compress("raw deflate é".encode()) + raw_deflate.flush()
+    event(1, stats=[(1, "str_value", 'quote " backslash \\ nl \n tab \t ctl \x01 del \x7f é \u2028'),
+                    (2, "double_value", 1.5e-05), (3, "uint64_value", 2**64 - 1), (4, "int64_value", -2**63)])
+    for d in (1.0, 0.1, 1e16, 1e15, 1.234e-05, -1.5e-05, 9.99e-06, 1e-07, 1e22, -0.0, float("inf"),
+              float("nan"), 5e-324, 2.5e300, 123456.0):
+        event(1, stats=[(2, "double_value", d)])
+    event(1, stats=[(5, "bytes_value", b"\x00\x01\x02"), (6, "ref_value", 14), (7, "compressed_str_value", gz)])
+    event(1, stats=[(7, "compressed_str_value", deflated), (6, "ref_value", 999)])
+    event(1, stats=[(7, "compressed_str_value", b"not deflate")])
+    event(1, stats=[(1, "str_value", "first"), (4, "int64_value", 7), (1, "str_value", "last")])  # repeated key
+    event(1, stats=[(77, "int64_value", 3), (4, "", None)])  # no metadata for 77; a stat without a value
+    event(1, offset=None, occurrences=4)  # aggregated: no start time
+    event(1, offset=None, occurrences=0)  # num_occurrences 0: timed at offset 0
+    event(2, stats=[(1, "str_value", "python")])  # dropped as a Python-tracer event
+    event(1, stats=[(8, "str_value", "fusion.1"), (9, "int64_value", 12), (10, "ref_value", 14), (1, "str_value", "x")])
+    event(1, stats=[(8, "str_value", "fusion.2")])  # an op with nothing else: no args
+    event(1, stats=[(11, "uint64_value", 99), (12, "str_value", "grid:1,2,3"), (13, "str_value", "size:64")])
+    event(1, offset=-20, dur=0)
+    raw = bytearray(space.SerializeToString())
+    return bytes(raw)
+
+
+def test_wire_reader_equals_wrappers_on_awkward_cases() -> None:
+    _need_wire()
+    raw = _space()
+    n = _compare_space(raw, "hand-made")
+    assert n == 28
+    space = xplane_pb2.XSpace.FromString(raw)
+    plane = space.planes[0]
+    names = {k: v.name for k, v in plane.stat_metadata.items()}
+    view = memoryview(raw)
+    offset, size = xr._wire.line_spans(raw)[0][0]
+    ev = xr._line_events_wire(view[offset : offset + size], names, np.array([2], dtype=np.int64),
+                              xr._CPU_OP_STATS, np.array([8], dtype=np.int64))
+    assert (ev.n_dropped, ev.n_untimed, len(ev)) == (1, 1, 26)
+    assert json.loads(ev.args[0]) == {
+        "s": 'quote " backslash \\ nl \n tab \t ctl \x01 del \x7f é \u2028', "d": 1.5e-05,
+        "u": 2**64 - 1, "i": -2**63}
+    assert ev.args[0].startswith('{"s":"quote \\" backslash \\\\ nl \\n tab \\t ctl \\u0001 del \x7f é')
+    assert '"d":0.000015' in ev.args[0]
+    doubles = [a.split(":", 1)[1][:-1] for a in ev.args[1:16]]
+    assert doubles == ["1.0", "0.1", "1e16", "1000000000000000.0", "0.00001234", "-0.000015", "9.99e-6",
+                       "1e-7", "1e22", "-0.0", "null", "null", "5e-324", "2.5e300", "123456.0"]
+    assert json.loads(ev.args[16]) == {"b": "<3 bytes>", "ref": "interned value", "z": "inflated by gzip"}
+    assert json.loads(ev.args[17]) == {"z": "raw deflate é", "ref": ""}
+    assert json.loads(ev.args[18]) == {"z": b"not deflate".hex()}
+    assert ev.args[19] == '{"s":"last","i":7}'  # first position, last value (a dict's update)
+    assert json.loads(ev.args[20]) == {"77": 3, "i": None}
+    assert ev.args[21] is None and ev.offset_ps[21] == 0  # timed with num_occurrences 0, no stats
+    assert ev.is_op.tolist() == [False] * 22 + [True, True, False, False]
+    assert ev.args[22] == '{"s":"x"}' and ev.args[23] is None
+    assert ev.split["hlo_op"][22:24] == ["fusion.1", "fusion.2"]
+    assert ev.split["program_id"][22] == 12 and ev.split["hlo_module"][22] == "interned value"
+    assert ev.offset_ps[-1] == -20 and ev.dur_ps[-1] == 0
+    dev = xr._line_events_wire(view[offset : offset + size], names, None, xr._DEVICE_STATS, None)
+    assert dev.is_op is None and dev.n_dropped == 0 and len(dev) == 27
+    assert dev.split["device_offset_ps"][-2] == 99 and dev.split["memcpy_details"][-2] == "size:64"
+    assert dev.args[-2] is None  # every stat of that event went to its own column
+
+
+def test_wire_reader_refuses_bad_bytes() -> None:
+    _need_wire()
+    raw = _space()
+    offset, size = xr._wire.line_spans(raw)[0][0]
+    with pytest.raises(ValueError, match="malformed"):
+        xr._wire.line_spans(raw[: len(raw) // 2])
+    with pytest.raises(ValueError, match="malformed"):
+        xr._wire.scan_line(raw[offset : offset + size // 2], {})
+    with pytest.raises(ValueError, match="sorted"):
+        xr._wire.scan_line(raw[offset : offset + size], {}, np.array([3, 1], dtype=np.int64))
+    with pytest.raises(TypeError):
+        xr._wire.scan_line(raw[offset : offset + size], {"1": "x"})
+
+
+def test_reader_falls_back_to_wrappers_on_unreadable_bytes(tmp_path: Path) -> None:
+    """Bytes that do not match the parsed message (they cannot, in an ingest) send the reader to
+    the wrappers: the same stored rows."""
+    import duckdb
+
+    import tracekit
+
+    sample = SAMPLES / "jax_cpu_decode_recompile.xplane.pb.gz"
+    tracekit.ingest([sample], store=tmp_path / "a.duckdb")
+    real = xr.XSpaceReader.__init__
+
+    def cut_raw(self: xr.XSpaceReader, *args: Any, **kw: Any) -> None:
+        real(self, *args, **kw)
+        assert self.raw is not None or xr._wire is None
+        self.raw = self.raw[:-3] if self.raw else None
+
+    mp = pytest.MonkeyPatch()
+    mp.setattr(xr.XSpaceReader, "__init__", cut_raw)
+    try:
+        tracekit.ingest([sample], store=tmp_path / "b.duckdb")
+    finally:
+        mp.undo()
+    con = duckdb.connect(str(tmp_path / "a.duckdb"), read_only=True)
+    con.execute(f"ATTACH '{tmp_path / 'b.duckdb'}' AS b (READ_ONLY)")
+    for t in ("host_events", "device_activity"):
+        cols = "rank, pid, tid, category, name, start_ns, dur_ns, args"
+        assert con.execute(f"SELECT count(*) FROM {t}").fetchone()[0] > 1000
+        assert con.execute(
+            f"SELECT count(*) FROM (SELECT {cols} FROM {t} EXCEPT ALL SELECT {cols} FROM b.{t})").fetchone() == (0,)
+
+
+def test_pure_python_switch_turns_the_helper_off(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """TRACEKIT_PURE_PYTHON=1 reads XPlane lines through the wrappers only (as for Kineto)."""
+    import tracekit
+
+    used: list[str] = []
+    real_wire, real_py = xr._line_events_wire, xr._line_events_py
+    monkeypatch.setattr(xr, "_line_events_wire", lambda *a: used.append("c") or real_wire(*a))
+    monkeypatch.setattr(xr, "_line_events_py", lambda *a: used.append("py") or real_py(*a))
+    sample = SAMPLES / "jax_cpu_decode_recompile.xplane.pb.gz"
+    monkeypatch.setenv("TRACEKIT_PURE_PYTHON", "1")
+    tracekit.ingest([sample], store=tmp_path / "a.duckdb")
+    assert used and set(used) == {"py"}
+    if xr._wire is not None:
+        used.clear()
+        monkeypatch.delenv("TRACEKIT_PURE_PYTHON")
+        tracekit.ingest([sample], store=tmp_path / "b.duckdb")
+        assert used and set(used) == {"c"}
