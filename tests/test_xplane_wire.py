@@ -65,14 +65,21 @@ def _modes(plane: xplane_pb2.XPlane, names: dict[int, str]) -> list[dict[str, An
 
 def _compare_space(raw: bytes, where: str) -> int:
     space = xplane_pb2.XSpace.FromString(raw)
-    spans = xr._wire.line_spans(raw)
+    stripped, spans = xr._wire.split_space(raw)
     assert [len(x) for x in spans] == [len(p.lines) for p in space.planes], where
+    without_events = xplane_pb2.XSpace()
+    without_events.CopyFrom(space)
+    for plane in without_events.planes:
+        for line in plane.lines:
+            del line.events[:]
+    assert xplane_pb2.XSpace.FromString(stripped) == without_events, where
     view = memoryview(raw)
     n_events = 0
     for plane, plane_spans in zip(space.planes, spans):
         names = {k: v.name for k, v in plane.stat_metadata.items()}
-        for line, (offset, size) in zip(plane.lines, plane_spans):
+        for line, (offset, size, count) in zip(plane.lines, plane_spans):
             assert xplane_pb2.XLine.FromString(view[offset : offset + size]) == line, where
+            assert count == len(line.events), where
             for mode in _modes(plane, names):
                 args = (mode.get("drop_ids"), mode.get("split", ()), mode.get("op_ids"))
                 c = xr._line_events_wire(view[offset : offset + size], names, *args)
@@ -153,7 +160,7 @@ def test_wire_reader_equals_wrappers_on_awkward_cases() -> None:
     plane = space.planes[0]
     names = {k: v.name for k, v in plane.stat_metadata.items()}
     view = memoryview(raw)
-    offset, size = xr._wire.line_spans(raw)[0][0]
+    offset, size, _ = xr._wire.split_space(raw)[1][0][0]
     ev = xr._line_events_wire(view[offset : offset + size], names, np.array([2], dtype=np.int64),
                               xr._CPU_OP_STATS, np.array([8], dtype=np.int64))
     assert (ev.n_dropped, ev.n_untimed, len(ev)) == (1, 1, 26)
@@ -185,9 +192,13 @@ def test_wire_reader_equals_wrappers_on_awkward_cases() -> None:
 def test_wire_reader_refuses_bad_bytes() -> None:
     _need_wire()
     raw = _space()
-    offset, size = xr._wire.line_spans(raw)[0][0]
+    offset, size, _ = xr._wire.split_space(raw)[1][0][0]
     with pytest.raises(ValueError, match="malformed"):
-        xr._wire.line_spans(raw[: len(raw) // 2])
+        xr._wire.split_space(raw[: len(raw) // 2])
+    # a broken stat deep inside an event: the split checks every event and stat
+    i = raw.index(b"fusion.2")
+    with pytest.raises(ValueError, match="malformed"):
+        xr._wire.split_space(raw[:i - 1] + b"\x7f" + raw[i:])  # the string's length now runs past its message
     with pytest.raises(ValueError, match="malformed"):
         xr._wire.scan_line(raw[offset : offset + size // 2], {})
     with pytest.raises(ValueError, match="sorted"):
@@ -196,28 +207,25 @@ def test_wire_reader_refuses_bad_bytes() -> None:
         xr._wire.scan_line(raw[offset : offset + size], {"1": "x"})
 
 
-def test_reader_falls_back_to_wrappers_on_unreadable_bytes(tmp_path: Path) -> None:
-    """Bytes that do not match the parsed message (they cannot, in an ingest) send the reader to
-    the wrappers: the same stored rows."""
+def test_reader_falls_back_to_protobuf_when_the_walk_refuses(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Bytes the C walk refuses go to protobuf's whole parse (which reads them, or says what is
+    wrong): here the same stored rows as through the helper."""
     import duckdb
 
     import tracekit
 
+    _need_wire()
     sample = SAMPLES / "jax_cpu_decode_recompile.xplane.pb.gz"
+    assert xr.decode_xspace(sample).lines is not None
     tracekit.ingest([sample], store=tmp_path / "a.duckdb")
-    real = xr.XSpaceReader.__init__
 
-    def cut_raw(self: xr.XSpaceReader, *args: Any, **kw: Any) -> None:
-        real(self, *args, **kw)
-        assert self.raw is not None or xr._wire is None
-        self.raw = self.raw[:-3] if self.raw else None
+    def refuse(raw: bytes) -> Any:
+        raise ValueError("malformed XSpace wire data")
 
-    mp = pytest.MonkeyPatch()
-    mp.setattr(xr.XSpaceReader, "__init__", cut_raw)
-    try:
-        tracekit.ingest([sample], store=tmp_path / "b.duckdb")
-    finally:
-        mp.undo()
+    monkeypatch.setattr(xr._wire, "split_space", refuse)
+    assert xr.decode_xspace(sample).lines is None
+    tracekit.ingest([sample], store=tmp_path / "b.duckdb")
+    monkeypatch.undo()
     con = duckdb.connect(str(tmp_path / "a.duckdb"), read_only=True)
     con.execute(f"ATTACH '{tmp_path / 'b.duckdb'}' AS b (READ_ONLY)")
     for t in ("host_events", "device_activity"):
@@ -225,6 +233,21 @@ def test_reader_falls_back_to_wrappers_on_unreadable_bytes(tmp_path: Path) -> No
         assert con.execute(f"SELECT count(*) FROM {t}").fetchone()[0] > 1000
         assert con.execute(
             f"SELECT count(*) FROM (SELECT {cols} FROM {t} EXCEPT ALL SELECT {cols} FROM b.{t})").fetchone() == (0,)
+    q = "SELECT n_trace_events, n_python_events, n_other_skipped FROM rank_meta"
+    assert con.execute(q).fetchall() == con.execute(q.replace("rank_meta", "b.rank_meta")).fetchall()
+
+
+def test_events_beyond_protobufs_limit_are_read_by_the_helper(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only the event-free part of the XSpace goes through protobuf: a capture whose events take
+    it past the 2 GiB message limit is still read when the helper is built."""
+    _need_wire()
+    sample = SAMPLES / "jax_cpu_decode_recompile.xplane.pb.gz"
+    raw = gzip.decompress(sample.read_bytes())
+    stripped, _ = xr._wire.split_space(raw)
+    monkeypatch.setattr(xr, "PROTOBUF_LIMIT", (len(stripped) + len(raw)) // 2)  # between the two
+    assert xr.decode_xspace(sample).lines is not None
+    with pytest.raises(xr.TraceInputError, match="over protobuf's 2 GiB message limit"):
+        xr.read_xspace(sample)  # the whole parse (no helper) says so
 
 
 def test_pure_python_switch_turns_the_helper_off(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

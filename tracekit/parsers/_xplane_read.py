@@ -43,13 +43,12 @@ import operator
 import os
 import re
 import zlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import duckdb
-import msgspec
 import numpy as np
 from google.protobuf.message import DecodeError
 
@@ -63,7 +62,6 @@ try:  # C helper built by setup.py when a compiler is present; else protobuf's w
 except ImportError:  # pragma: no cover - depends on the build
     _wire = None  # type: ignore[assignment]
 
-_encode_json = msgspec.json.Encoder().encode
 _METADATA_ID = operator.attrgetter("metadata_id")
 
 #: Largest message protobuf parses (2 GiB - 1).
@@ -109,6 +107,12 @@ def read_xspace(path: Path) -> xplane_pb2.XSpace:
 
 def read_xspace_raw(path: Path) -> tuple[xplane_pb2.XSpace, bytes]:
     """:func:`read_xspace`, also returning the serialized (decompressed) bytes."""
+    raw = _read_bytes(path)
+    return _parse(path, raw), raw
+
+
+def _read_bytes(path: Path) -> bytes:
+    """The serialized XSpace of a file (gzip inflated)."""
     try:
         raw = path.read_bytes()
     except OSError as exc:
@@ -121,6 +125,11 @@ def read_xspace_raw(path: Path) -> tuple[xplane_pb2.XSpace, bytes]:
         except (EOFError, OSError, zlib.error) as exc:
             reason = "truncated gzip" if isinstance(exc, EOFError) else f"corrupt gzip data ({exc})"
             raise TraceInputError(path, reason) from None
+    return raw
+
+
+def _parse(path: Path, raw: bytes) -> xplane_pb2.XSpace:
+    """protobuf's parse of a serialized XSpace, with its limits and errors in one line each."""
     if len(raw) > PROTOBUF_LIMIT:
         raise TraceInputError(
             path,
@@ -136,7 +145,54 @@ def read_xspace_raw(path: Path) -> tuple[xplane_pb2.XSpace, bytes]:
         raise TraceInputError(path, "not an XPlane profile (no planes)")
     if not any(p.name for p in space.planes):
         raise TraceInputError(path, "not an XPlane profile (planes without names)")
-    return space, raw
+    return space
+
+
+#: (offset, size, n_events) of each line of each plane in the serialized XSpace.
+LineSpans = list[list[tuple[int, int, int]]]
+
+
+@dataclass
+class DecodedSpace:
+    """An XSpace ready for :class:`XSpaceReader`.
+
+    With the C helper, ``space`` is protobuf's parse of the XSpace *without its events* (names,
+    metadata, stats: a few ms instead of ~0.1 s and ~50 MB for 800k events) and ``lines`` says
+    where each line's events are in ``raw``; the events are then read by the helper only. Without
+    it (or with ``TRACEKIT_PURE_PYTHON=1``, or on bytes the helper's walk refuses) ``space`` is
+    the whole parse and ``lines`` is None."""
+
+    space: xplane_pb2.XSpace
+    raw: bytes
+    lines: LineSpans | None
+
+
+def wire_enabled() -> bool:
+    """True when the C helper is built and not turned off with ``TRACEKIT_PURE_PYTHON=1``."""
+    return _wire is not None and os.environ.get("TRACEKIT_PURE_PYTHON", "") in ("", "0")
+
+
+def decode_xspace(path: Path) -> DecodedSpace:
+    """Read one ``.xplane.pb`` / ``.xplane.pb.gz`` for ingest; raise TraceInputError with the reason."""
+    raw = _read_bytes(path)
+    if wire_enabled():
+        try:
+            stripped, lines = _wire.split_space(raw)
+        except ValueError:  # protobuf says what is wrong (or reads what the walk could not)
+            pass
+        else:
+            if len(stripped) <= PROTOBUF_LIMIT:  # the events themselves are not protobuf's to hold
+                space = xplane_pb2.XSpace()
+                try:
+                    space.ParseFromString(stripped)
+                except DecodeError:
+                    pass  # the whole parse below reports it
+                else:
+                    if len(lines) == len(space.planes) and all(
+                        len(spans) == len(p.lines) for spans, p in zip(lines, space.planes)
+                    ) and space.planes and any(p.name for p in space.planes):
+                        return DecodedSpace(space, raw, lines)
+    return DecodedSpace(_parse(path, raw), raw, None)
 
 
 def stat_value(st: xplane_pb2.XStat, stat_names: dict[int, str]) -> Any:
@@ -165,7 +221,15 @@ def _json_safe(d: dict[str, Any]) -> str:
     """Stats as compact JSON text; bytes values (serialized protos) become a size note."""
     if any(type(v) is bytes for v in d.values()):
         d = {k: (f"<{len(v)} bytes>" if type(v) is bytes else v) for k, v in d.items()}
+    global _encode_json
+    if _encode_json is None:  # msgspec only for the pure-Python path (the C helper writes JSON itself)
+        import msgspec
+
+        _encode_json = msgspec.json.Encoder().encode
     return _encode_json(d).decode()
+
+
+_encode_json: Callable[[Any], bytes] | None = None
 
 
 def shape_text(sh: hlo_subset_pb2.ShapeProto) -> str:
@@ -360,7 +424,7 @@ _HOST_LINE = ("tid", "category", "base_ns")
 
 _FLUSH_ROWS = 200_000
 
-_INSERT_DEVICE = """
+_INSERT_DEVICE_TEMPLATE = """
 INSERT INTO device_activity (run_id, rank, device, stream, category, name, start_ns, dur_ns,
     correlation_id, trace_category, pid, tid, grid_x, grid_y, grid_z, block_x, block_y, block_z,
     registers_per_thread, shared_mem_bytes, est_occupancy_pct, bytes, kind, device_start_ns,
@@ -374,6 +438,20 @@ SELECT $run_id, $rank, $device, $stream[b.li + 1],
     coalesce(nullif(m.display_name, ''), m.name, ''),
     $base_ns[b.li + 1] + CAST(round(b.offset_ps / 1000) AS BIGINT), CAST(round(b.dur_ps / 1000) AS BIGINT),
     TRY_CAST(b.correlation_id AS BIGINT), 'xplane:' || $kind[b.li + 1], $plane, $tid[b.li + 1],
+    {kernel_details}
+    TRY_CAST(b.memcpy_bytes AS BIGINT), b.hlo_op,
+    CAST(round(TRY_CAST(b.device_offset_ps AS DOUBLE) / 1000) AS BIGINT),
+    CAST(round(TRY_CAST(b.device_duration_ps AS DOUBLE) / 1000) AS BIGINT),
+    b.metadata_id, coalesce(b.hlo_module, m.hlo_module), m.hlo_category,
+    coalesce(CAST(b.program_id AS VARCHAR), m.program_id), m.flops, m.model_flops,
+    m.bytes_accessed, m.hbm_read_bytes + m.hbm_write_bytes, b.args
+FROM batch b LEFT JOIN plane_meta m ON m.metadata_id = b.metadata_id
+"""
+
+#: grid_x .. est_occupancy_pct from GPU kernels' ``kernel_details`` stat (12 regular expressions:
+#: their compilation is most of the statement's ~8 ms fixed cost, so batches without any
+#: kernel_details (TPU, CPU) use NULLs instead).
+_KERNEL_DETAILS_SQL = """
     TRY_CAST(regexp_extract(b.kernel_details, 'grid:(\\d+),(\\d+),(\\d+)', 1) AS INTEGER),
     TRY_CAST(regexp_extract(b.kernel_details, 'grid:(\\d+),(\\d+),(\\d+)', 2) AS INTEGER),
     TRY_CAST(regexp_extract(b.kernel_details, 'grid:(\\d+),(\\d+),(\\d+)', 3) AS INTEGER),
@@ -387,15 +465,9 @@ SELECT $run_id, $rank, $device, $stream[b.li + 1],
         TRY_CAST(nullif(regexp_extract(b.kernel_details, 'static_shared:(\\d+)', 1), '') AS BIGINT)
           + coalesce(TRY_CAST(nullif(regexp_extract(b.kernel_details, 'dynamic_shared:(\\d+)', 1), '')
                               AS BIGINT), 0)),
-    TRY_CAST(nullif(regexp_extract(b.kernel_details, 'occ_pct:([0-9.]+)', 1), '') AS DOUBLE),
-    TRY_CAST(b.memcpy_bytes AS BIGINT), b.hlo_op,
-    CAST(round(TRY_CAST(b.device_offset_ps AS DOUBLE) / 1000) AS BIGINT),
-    CAST(round(TRY_CAST(b.device_duration_ps AS DOUBLE) / 1000) AS BIGINT),
-    b.metadata_id, coalesce(b.hlo_module, m.hlo_module), m.hlo_category,
-    coalesce(CAST(b.program_id AS VARCHAR), m.program_id), m.flops, m.model_flops,
-    m.bytes_accessed, m.hbm_read_bytes + m.hbm_write_bytes, b.args
-FROM batch b LEFT JOIN plane_meta m ON m.metadata_id = b.metadata_id
-"""
+    TRY_CAST(nullif(regexp_extract(b.kernel_details, 'occ_pct:([0-9.]+)', 1), '') AS DOUBLE)"""
+_INSERT_DEVICE = _INSERT_DEVICE_TEMPLATE.replace("{kernel_details}", _KERNEL_DETAILS_SQL.strip() + ",")
+_INSERT_DEVICE_NO_DETAILS = _INSERT_DEVICE_TEMPLATE.replace("{kernel_details}", ", ".join(["NULL"] * 9) + ",")
 
 _INSERT_HOST = """
 INSERT INTO host_events (run_id, rank, pid, tid, category, trace_category, name, start_ns, dur_ns,
@@ -428,13 +500,11 @@ _HOST_SUFFIX = re.compile(r"\.xplane\.pb(\.gz)?$", re.IGNORECASE)
 
 
 class XSpaceReader:
-    def __init__(
-        self, space: xplane_pb2.XSpace, path: Path, rank: int, ctx: IngestContext, raw: bytes | None = None
-    ) -> None:
+    def __init__(self, decoded: DecodedSpace, path: Path, rank: int, ctx: IngestContext) -> None:
+        space = decoded.space
         self.space = space
-        self.raw = raw  # the serialized XSpace: the C helper reads the events from it
-        self._spans: list[list[tuple[int, int]]] | None = None
-        self._view = memoryview(b"")
+        self.lines = decoded.lines  # None: the events are in `space` (protobuf's wrappers)
+        self._view = memoryview(decoded.raw)  # the C helper reads the events from here
         self._plane_index = 0
         self.path = path
         self.rank = rank
@@ -470,7 +540,7 @@ class XSpaceReader:
             elif dev is not None:
                 self._device_plane(plane, names, dev)
             elif plane.name in _PYTHON_PLANES and not self.ctx.python_events:
-                n = sum(len(line.events) for line in plane.lines)
+                n = sum(self._n_events(i, line) for i, line in enumerate(plane.lines))
                 self.n_total += n
                 self.n_python += n
             elif plane.name in _PYTHON_PLANES:
@@ -478,7 +548,7 @@ class XSpaceReader:
             elif plane.name.startswith("/host:") and plane.name not in _SKIPPED_HOST_PLANES:
                 self._host_plane(plane, names)
             else:
-                n = sum(len(line.events) for line in plane.lines)
+                n = sum(self._n_events(i, line) for i, line in enumerate(plane.lines))
                 self.n_total += n
                 self.n_skipped += n
         self._finish()
@@ -597,7 +667,7 @@ class XSpaceReader:
         device_rows = _Batch(_DEVICE_COLS, _DEVICE_LINE)
         span_rows = _Batch(_HOST_COLS, _HOST_LINE)
         for line_index, line in enumerate(plane.lines):
-            n_events = len(line.events)
+            n_events = self._n_events(line_index, line)
             self.n_total += n_events
             if not n_events:
                 continue
@@ -688,7 +758,9 @@ class XSpaceReader:
 
     def _flush_device(self, rows: _Batch, plane_name: str, device: int) -> None:
         if rows.rows:
-            self._scan(rows.arrays(), _INSERT_DEVICE,
+            arrays = rows.arrays()
+            details = any(v is not None for v in arrays["kernel_details"])
+            self._scan(arrays, _INSERT_DEVICE if details else _INSERT_DEVICE_NO_DETAILS,
                        {**self.params, **rows.params(), "plane": plane_name, "device": device})
             self.ctx.progress(rows.rows, 0)
         rows.clear()
@@ -707,32 +779,20 @@ class XSpaceReader:
         drop_ids: np.ndarray | None = None, split: tuple[str, ...] = (), op_ids: np.ndarray | None = None,
     ) -> _LineEvents:
         """The events of line ``line_index`` of the current plane: by the C helper from the
-        serialized bytes when it is built and the bytes are at hand, else by the wrappers."""
-        span = self._line_span(line_index)
-        if span is not None:
-            offset, size = span
-            try:
-                return _line_events_wire(self._view[offset : offset + size], names, drop_ids, split, op_ids)
-            except ValueError:  # not what protobuf parsed (cannot happen on parsed bytes): wrappers
-                pass
-        return _line_events_py(line, names, drop_ids, split, op_ids)
+        serialized bytes, or through protobuf's wrappers when the space was parsed whole."""
+        if self.lines is None:
+            return _line_events_py(line, names, drop_ids, split, op_ids)
+        offset, size, _ = self.lines[self._plane_index][line_index]
+        try:
+            return _line_events_wire(self._view[offset : offset + size], names, drop_ids, split, op_ids)
+        except ValueError as exc:  # split_space checked these bytes: cannot happen
+            raise TraceInputError(self.path, f"not a valid XSpace protobuf ({exc})") from None
 
-    def _line_span(self, line_index: int) -> tuple[int, int] | None:
-        """(offset, size) of the current plane's line ``line_index`` in the serialized XSpace."""
-        if self._spans is None:
-            self._spans = []
-            if self.raw is not None and _wire is not None and os.environ.get("TRACEKIT_PURE_PYTHON", "") in ("", "0"):
-                try:
-                    spans = _wire.line_spans(self.raw)
-                except ValueError:
-                    spans = []
-                planes = self.space.planes
-                if len(spans) == len(planes) and all(len(a) == len(p.lines) for a, p in zip(spans, planes)):
-                    self._spans = spans
-                    self._view = memoryview(self.raw)
-        if self._plane_index < len(self._spans):
-            return self._spans[self._plane_index][line_index]
-        return None
+    def _n_events(self, line_index: int, line: xplane_pb2.XLine) -> int:
+        """How many events line ``line_index`` of the current plane has (aggregated ones too)."""
+        if self.lines is None:
+            return len(line.events)
+        return self.lines[self._plane_index][line_index][2]
 
     # -- host planes --------------------------------------------------------------------------
 
@@ -750,7 +810,7 @@ class XSpaceReader:
         rows = _Batch(_HOST_COLS, _HOST_LINE)
         cpu_ops = _Batch(_DEVICE_COLS, _DEVICE_LINE)
         for line_index, line in enumerate(plane.lines):
-            n_events = len(line.events)
+            n_events = self._n_events(line_index, line)
             self.n_total += n_events
             if not n_events:
                 continue

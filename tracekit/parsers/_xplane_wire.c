@@ -4,8 +4,8 @@
  * Reading events through protobuf's Python wrappers costs microseconds per event and per stat
  * (~0.15 s just to read the metadata ids of 800k events, ~6 us per kept event with its stats);
  * walking the wire format here costs a few nanoseconds per byte. The XSpace has already been
- * parsed by protobuf when these run (that parse validated it), so a malformation here raises
- * ValueError and the caller falls back to the wrappers. Field numbers from
+ * checked by split_space (or parsed by protobuf) when scan_line runs; a malformation raises
+ * ValueError and the caller falls back to protobuf. Field numbers from
  * tracekit/parsers/proto/xplane.proto:
  *
  *   XSpace.planes = 1 -> XPlane.lines = 3 -> XLine.events = 4
@@ -13,7 +13,7 @@
  *   XStat: metadata_id = 1, value oneof: double 2, uint64 3, int64 4, str 5, bytes 6, ref 7,
  *          compressed_str 8
  *
- * line_spans(raw): where each line's bytes are, per plane.
+ * split_space(raw): the XSpace without its events (for protobuf), and where each line's bytes are.
  * scan_line(line, names, drop_ids, split, op_ids): the columns of one line's events.
  * The semantics are those of the pure-Python reader in _xplane_read.py (_line_events_py), which
  * the tests hold this module to.
@@ -104,44 +104,121 @@ static int next_field(const uint8_t **pp, const uint8_t *end, uint32_t *field, i
 }
 
 /* ---------------------------------------------------------------------------------------- */
-/* line_spans */
+/* split_space */
 
-static PyObject *line_spans(PyObject *m, PyObject *arg) {
-    Py_buffer view;
-    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0) return NULL;
-    PyObject *planes = PyList_New(0);
-    const uint8_t *base = view.buf, *p = base, *end = base + view.len;
+static int put_varint(Buf *b, uint64_t v) {
+    char tmp[10];
+    int n = 0;
+    do {
+        uint8_t byte = v & 0x7F;
+        v >>= 7;
+        tmp[n++] = (char)(v ? byte | 0x80 : byte);
+    } while (v);
+    return put(b, tmp, n);
+}
+
+/* key + length + payload of a length-delimited field */
+static int put_message(Buf *b, uint32_t field, const char *s, Py_ssize_t n) {
+    return put_varint(b, ((uint64_t)field << 3) | 2) || put_varint(b, (uint64_t)n) || put(b, s, n);
+}
+
+/* Walk every field of a message [p, end) (and, with `stats`, of its field-4 submessages): the
+ * structure protobuf would check. 0 ok, -1 malformed. */
+static int check_message(const uint8_t *p, const uint8_t *end, int stats) {
     uint32_t f;
     int wt, r;
     const uint8_t *s = NULL, *e = NULL;
     uint64_t val = 0;
-    int bad = 0;
-    while (planes && !bad && (r = next_field(&p, end, &f, &wt, &s, &e, &val)) == 1) {
-        if (f != 1 || wt != 2) continue; /* XSpace.planes */
+    while ((r = next_field(&p, end, &f, &wt, &s, &e, &val)) == 1)
+        if (stats && f == 4 && wt == 2 && check_message(s, e, 0) < 0) return -1;
+    return r;
+}
+
+/* One XLine without its events (field 4) into *out; the events are checked and counted. */
+static int strip_line(const uint8_t *p, const uint8_t *end, Buf *out, Py_ssize_t *n_events) {
+    uint32_t f;
+    int wt, r;
+    const uint8_t *s = NULL, *e = NULL, *at = p;
+    uint64_t val = 0;
+    while ((r = next_field(&p, end, &f, &wt, &s, &e, &val)) == 1) {
+        if (f == 4 && wt == 2) {
+            if (check_message(s, e, 1) < 0) return -1;
+            (*n_events)++;
+        } else if (put(out, (const char *)at, p - at)) {
+            return -2;
+        }
+        at = p;
+    }
+    return r;
+}
+
+/* split_space(raw) -> (stripped, lines): the XSpace without any XEvent (for protobuf to parse
+ * the names, metadata and stats in a few ms), and per plane per line (offset, size, n_events) of
+ * the line's bytes in raw, for scan_line. Every event and stat is checked on the way. */
+static PyObject *split_space(PyObject *m, PyObject *arg) {
+    (void)m;
+    Py_buffer view;
+    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0) return NULL;
+    Buf out = {0}, plane = {0}, line = {0};
+    PyObject *planes = PyList_New(0), *result = NULL;
+    const uint8_t *base = view.buf, *p = base, *end = base + view.len, *at = p;
+    uint32_t f;
+    int wt, r, bad = 0;
+    const uint8_t *s = NULL, *e = NULL;
+    uint64_t val = 0;
+    if (!planes) goto done;
+    while (!bad && (r = next_field(&p, end, &f, &wt, &s, &e, &val)) == 1) {
+        if (f != 1 || wt != 2) { /* hostnames, errors, ...: as they are */
+            if (put(&out, (const char *)at, p - at)) bad = -2;
+            at = p;
+            continue;
+        }
+        at = p;
         PyObject *lines = PyList_New(0);
-        if (!lines || PyList_Append(planes, lines) < 0) { Py_XDECREF(lines); Py_CLEAR(planes); break; }
+        if (!lines || PyList_Append(planes, lines) < 0) { Py_XDECREF(lines); goto done; }
         Py_DECREF(lines);
-        const uint8_t *q = s;
+        plane.n = 0;
+        const uint8_t *q = s, *qat = s;
         uint32_t f2;
         int wt2, r2;
         const uint8_t *s2 = NULL, *e2 = NULL;
         uint64_t v2 = 0;
-        while ((r2 = next_field(&q, e, &f2, &wt2, &s2, &e2, &v2)) == 1) {
-            if (f2 != 3 || wt2 != 2) continue; /* XPlane.lines */
-            PyObject *span = Py_BuildValue("(nn)", (Py_ssize_t)(s2 - base), (Py_ssize_t)(e2 - s2));
-            if (!span || PyList_Append(lines, span) < 0) { Py_XDECREF(span); Py_CLEAR(planes); break; }
+        while (!bad && (r2 = next_field(&q, e, &f2, &wt2, &s2, &e2, &v2)) == 1) {
+            if (f2 != 3 || wt2 != 2) {
+                if (put(&plane, (const char *)qat, q - qat)) bad = -2;
+                qat = q;
+                continue;
+            }
+            qat = q;
+            line.n = 0;
+            Py_ssize_t n_events = 0;
+            int rl = strip_line(s2, e2, &line, &n_events);
+            if (rl < 0) { bad = rl; break; }
+            if (put_message(&plane, 3, line.v, line.n)) { bad = -2; break; }
+            PyObject *span = Py_BuildValue("(nnn)", (Py_ssize_t)(s2 - base), (Py_ssize_t)(e2 - s2), n_events);
+            if (!span || PyList_Append(lines, span) < 0) { Py_XDECREF(span); goto done; }
             Py_DECREF(span);
         }
-        if (planes && r2 < 0) bad = 1;
+        if (!bad && r2 < 0) bad = -1;
+        if (!bad && put_message(&out, 1, plane.v, plane.n)) bad = -2;
     }
-    if (planes && !bad && r < 0) bad = 1;
-    PyBuffer_Release(&view);
-    if (bad) {
-        Py_XDECREF(planes);
+    if (!bad && r < 0) bad = -1;
+    if (bad == -2) {
+        PyErr_NoMemory();
+    } else if (bad) {
         PyErr_SetString(PyExc_ValueError, "malformed XSpace wire data");
-        return NULL;
+    } else {
+        PyObject *stripped = PyBytes_FromStringAndSize(out.v ? out.v : "", out.n);
+        if (stripped) result = PyTuple_Pack(2, stripped, planes);
+        Py_XDECREF(stripped);
     }
-    return planes;
+done:
+    Py_XDECREF(planes);
+    free(out.v);
+    free(plane.v);
+    free(line.v);
+    PyBuffer_Release(&view);
+    return result;
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -610,9 +687,11 @@ done:
 }
 
 static PyMethodDef methods[] = {
-    {"line_spans", line_spans, METH_O,
-     "line_spans(raw) -> list[list[tuple[int, int]]]: (offset, length) of each XLine of each "
-     "XPlane of a serialized XSpace, in the order of the parsed message's repeated fields."},
+    {"split_space", split_space, METH_O,
+     "split_space(raw) -> (stripped: bytes, lines: list[list[tuple[int, int, int]]]): the "
+     "serialized XSpace without its XEvents, and (offset, size, n_events) of each XLine of each "
+     "XPlane in raw, in the order of the parsed message's repeated fields. Raises ValueError on "
+     "malformed wire data (every event and stat is checked)."},
     {"scan_line", (PyCFunction)(void (*)(void))scan_line, METH_VARARGS | METH_KEYWORDS,
      "scan_line(line, names, drop_ids=None, split=(), op_ids=None) -> (n_dropped, n_untimed, "
      "ids, offset_ps, dur_ps, is_op, args, split_values): the events of one serialized XLine. "

@@ -4,7 +4,7 @@ from typing import Any, TypeAlias
 
 Buffer: TypeAlias = bytes | bytearray | memoryview
 
-def line_spans(raw: Buffer) -> list[list[tuple[int, int]]]: ...
+def split_space(raw: Buffer) -> tuple[bytes, list[list[tuple[int, int, int]]]]: ...
 def scan_line(
     line: Buffer,
     names: dict[int, str],

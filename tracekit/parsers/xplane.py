@@ -44,15 +44,15 @@ class XPlaneParser(Parser, format_name="xplane"):
     def prepare(self, files: list[Path], *, python_events: bool = False) -> None:
         """Import the protobuf/NumPy reader and decode the first file in a background thread
         while ingest opens (or creates) the store: DuckDB releases the GIL meanwhile, so the
-        ~0.1 s of imports and decoding overlap the store's set-up."""
+        imports and decoding overlap the store's set-up."""
         first = min(files)  # parse() reads the files in sorted order: this one first
         box: dict[str, Any] = {}
 
         def work() -> None:
             try:
-                from tracekit.parsers._xplane_read import read_xspace_raw
+                from tracekit.parsers._xplane_read import decode_xspace
 
-                box["space"], box["raw"] = read_xspace_raw(first)
+                box["decoded"] = decode_xspace(first)
             except BaseException as exc:  # noqa: BLE001 - re-raised by parse(), inside the ingest transaction
                 box["error"] = exc
 
@@ -61,7 +61,7 @@ class XPlaneParser(Parser, format_name="xplane"):
         self._prepared: tuple[Path, threading.Thread, dict[str, Any]] | None = (first, thread, box)
 
     def parse(self, files: list[Path], ctx: IngestContext) -> None:
-        from tracekit.parsers._xplane_read import XSpaceReader, read_xspace_raw
+        from tracekit.parsers._xplane_read import XSpaceReader, decode_xspace
 
         prepared = getattr(self, "_prepared", None)
         self._prepared = None
@@ -71,9 +71,9 @@ class XPlaneParser(Parser, format_name="xplane"):
                 thread.join()
                 if "error" in box:
                     raise box["error"]
-                space, raw = box["space"], box["raw"]
+                decoded = box["decoded"]
             else:
-                space, raw = read_xspace_raw(path)
-            XSpaceReader(space, path, rank, ctx, raw=raw).run()
+                decoded = decode_xspace(path)
+            XSpaceReader(decoded, path, rank, ctx).run()
 
 
