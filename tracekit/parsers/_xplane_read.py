@@ -472,11 +472,14 @@ _INSERT_DEVICE_NO_DETAILS = _INSERT_DEVICE_TEMPLATE.replace("{kernel_details}", 
 _INSERT_HOST = """
 INSERT INTO host_events (run_id, rank, pid, tid, category, trace_category, name, start_ns, dur_ns,
     correlation_id, device, args)
-SELECT $run_id, $rank, $plane, $tid[b.li + 1], $category[b.li + 1], 'xplane:' || $category[b.li + 1],
-    coalesce(nullif(m.display_name, ''), m.name, ''),
+SELECT $run_id, $rank, $plane, $tid[b.li + 1], c.category, 'xplane:' || c.category, c.name,
     $base_ns[b.li + 1] + CAST(round(b.offset_ps / 1000) AS BIGINT), CAST(round(b.dur_ps / 1000) AS BIGINT),
     TRY_CAST(json_extract_string(b.args, '$.correlation_id') AS BIGINT), $device, b.args
-FROM batch b LEFT JOIN plane_meta m ON m.metadata_id = b.metadata_id
+FROM batch b LEFT JOIN plane_meta m ON m.metadata_id = b.metadata_id,
+    LATERAL (SELECT coalesce(nullif(m.display_name, ''), m.name, '') AS name) n,
+    -- Python-tracer events kept with python_events: category 'python' (its plane, or names with '$')
+    LATERAL (SELECT CASE WHEN $python AND ($python_plane OR starts_with(n.name, '$')) THEN 'python'
+                         ELSE $category[b.li + 1] END AS category, n.name) c
 """
 
 _META_COLS = (
@@ -765,10 +768,13 @@ class XSpaceReader:
             self.ctx.progress(rows.rows, 0)
         rows.clear()
 
-    def _flush_host(self, rows: _Batch, plane_name: str, device: int | None) -> None:
+    def _flush_host(self, rows: _Batch, plane_name: str, device: int | None, python_plane: bool | None = None) -> None:
+        """Insert host rows; ``python_plane`` (True/False) marks the Python-tracer events kept
+        with ``python_events`` as category ``python`` (None: no such events here)."""
         if rows.rows:
             self._scan(rows.arrays(), _INSERT_HOST,
-                       {**self.params, **rows.params(), "plane": plane_name, "device": device})
+                       {**self.params, **rows.params(), "plane": plane_name, "device": device,
+                        "python": python_plane is not None, "python_plane": bool(python_plane)})
             self.ctx.progress(rows.rows, 0)
         rows.clear()
 
@@ -801,6 +807,7 @@ class XSpaceReader:
         python_meta = [mid for mid, em in plane.event_metadata.items() if python_plane or em.name.startswith("$")]
         # With ctx.python_events the Python-tracer events are stored (category 'python'), not dropped.
         drop_ids = None if self.ctx.python_events else np.array(sorted(python_meta), dtype=np.int64)
+        keep_python = python_plane if self.ctx.python_events and python_meta else None
         # CPU-only capture: the XLA ops executed by the CPU client (events with an hlo_op stat)
         # are the device activity.
         op_ids = None
@@ -827,17 +834,10 @@ class XSpaceReader:
                 ev = ev.take(np.flatnonzero(~ev.is_op))
             rows.add({"tid": tid, "category": "traceme", "base_ns": line.timestamp_ns}, ev)
             if rows.rows >= _FLUSH_ROWS:
-                self._flush_host(rows, plane.name, None)
-        self._flush_host(rows, plane.name, None)
+                self._flush_host(rows, plane.name, None, keep_python)
+        self._flush_host(rows, plane.name, None, keep_python)
         self._flush_device(cpu_ops, plane.name, 0)
         self._classify_host_events(plane.name)
-        if self.ctx.python_events and python_meta:
-            self.con.execute(
-                """UPDATE host_events SET category = 'python', trace_category = 'xplane:python'
-                   WHERE run_id = $run_id AND rank = $rank AND pid = $plane AND category = 'traceme'
-                     AND ($python_plane OR starts_with(name, '$'))""",
-                {**self.params, "plane": plane.name, "python_plane": python_plane},
-            ).fetchall()
 
     def _cpu_device(self) -> None:
         """Device 0 of a CPU-only capture: the XLA CPU client."""
