@@ -51,6 +51,23 @@ def _same(a: xr._LineEvents, b: xr._LineEvents, where: str) -> None:
         assert [type(v) for v in a.split[k]] == [type(v) for v in b.split[k]], (where, k)
 
 
+def _chunked(data: memoryview, names: dict[int, str], args: tuple[Any, ...], max_rows: int) -> xr._LineEvents:
+    """One line read ``max_rows`` kept events at a time, the chunks put back together."""
+    parts, start = [], 0
+    while start >= 0:
+        ev, start = xr._line_events_wire(data, names, *args, start, max_rows)
+        assert len(ev) <= max_rows
+        parts.append(ev)
+    assert len(parts) >= 2
+    return xr._LineEvents(
+        sum(p.n_dropped for p in parts), sum(p.n_untimed for p in parts),
+        np.concatenate([p.metadata_id for p in parts]), np.concatenate([p.offset_ps for p in parts]),
+        np.concatenate([p.dur_ps for p in parts]),
+        None if parts[0].is_op is None else np.concatenate([p.is_op for p in parts]),
+        [a for p in parts for a in p.args], {k: [v for p in parts for v in p.split[k]] for k in parts[0].split},
+    )
+
+
 def _modes(plane: xplane_pb2.XPlane, names: dict[int, str]) -> list[dict[str, Any]]:
     """The ways the reader reads lines: plain, device split, Python-tracer drop + CPU-op split."""
     python_ids = np.array(sorted(k for k, em in plane.event_metadata.items() if em.name.startswith("$")),
@@ -82,7 +99,11 @@ def _compare_space(raw: bytes, where: str) -> int:
             assert count == len(line.events), where
             for mode in _modes(plane, names):
                 args = (mode.get("drop_ids"), mode.get("split", ()), mode.get("op_ids"))
-                c = xr._line_events_wire(view[offset : offset + size], names, *args)
+                c, end = xr._line_events_wire(view[offset : offset + size], names, *args)
+                assert end == -1
+                if len(c) > 1:  # read in chunks (as the reader does for long lines): the same rows
+                    _same(_chunked(view[offset : offset + size], names, args, max(1, len(c) // 3)), c,
+                          f"{where} {plane.name} {line.name} chunked")
                 py = xr._line_events_py(line, names, *args)
                 _same(c, py, f"{where} {plane.name} {line.name} {sorted(mode)}")
             n_events += len(line.events)
@@ -161,8 +182,8 @@ def test_wire_reader_equals_wrappers_on_awkward_cases() -> None:
     names = {k: v.name for k, v in plane.stat_metadata.items()}
     view = memoryview(raw)
     offset, size, _ = xr._wire.split_space(raw)[1][0][0]
-    ev = xr._line_events_wire(view[offset : offset + size], names, np.array([2], dtype=np.int64),
-                              xr._CPU_OP_STATS, np.array([8], dtype=np.int64))
+    ev, _ = xr._line_events_wire(view[offset : offset + size], names, np.array([2], dtype=np.int64),
+                                 xr._CPU_OP_STATS, np.array([8], dtype=np.int64))
     assert (ev.n_dropped, ev.n_untimed, len(ev)) == (1, 1, 26)
     assert json.loads(ev.args[0]) == {
         "s": 'quote " backslash \\ nl \n tab \t ctl \x01 del \x7f é \u2028', "d": 1.5e-05,
@@ -183,7 +204,7 @@ def test_wire_reader_equals_wrappers_on_awkward_cases() -> None:
     assert ev.split["hlo_op"][22:24] == ["fusion.1", "fusion.2"]
     assert ev.split["program_id"][22] == 12 and ev.split["hlo_module"][22] == "interned value"
     assert ev.offset_ps[-1] == -20 and ev.dur_ps[-1] == 0
-    dev = xr._line_events_wire(view[offset : offset + size], names, None, xr._DEVICE_STATS, None)
+    dev, _ = xr._line_events_wire(view[offset : offset + size], names, None, xr._DEVICE_STATS, None)
     assert dev.is_op is None and dev.n_dropped == 0 and len(dev) == 27
     assert dev.split["device_offset_ps"][-2] == 99 and dev.split["memcpy_details"][-2] == "size:64"
     assert dev.args[-2] is None  # every stat of that event went to its own column

@@ -43,7 +43,7 @@ import operator
 import os
 import re
 import zlib
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -310,17 +310,19 @@ class _LineEvents:
 
 def _line_events_wire(
     data: memoryview, names: dict[int, str], drop_ids: np.ndarray | None, split: tuple[str, ...],
-    op_ids: np.ndarray | None,
-) -> _LineEvents:
-    """:class:`_LineEvents` of one serialized XLine, by the C helper."""
-    n_dropped, n_untimed, ids, offsets, durs, flags, args, values = _wire.scan_line(
-        data, names, drop_ids if drop_ids is not None and len(drop_ids) else None, split, op_ids)
+    op_ids: np.ndarray | None, start: int = 0, max_rows: int = 0,
+) -> tuple[_LineEvents, int]:
+    """:class:`_LineEvents` of one serialized XLine from byte ``start``, at most ``max_rows`` kept
+    events (0: all), by the C helper; and the byte to go on from (-1: the line is done)."""
+    n_dropped, n_untimed, ids, offsets, durs, flags, args, values, next_start = _wire.scan_line(
+        data, names, drop_ids if drop_ids is not None and len(drop_ids) else None, split, op_ids,
+        start, max_rows)
     return _LineEvents(
         n_dropped, n_untimed, np.frombuffer(ids, dtype=np.int64), np.frombuffer(offsets, dtype=np.int64),
         np.frombuffer(durs, dtype=np.int64),
         None if flags is None else np.frombuffer(flags, dtype=np.bool_),
         args, dict(zip(split, values)),
-    )
+    ), next_start
 
 
 def _line_events_py(
@@ -682,20 +684,20 @@ class XSpaceReader:
                     suffix = (stream.group(2) or "").lower()
                     category = "memcpy" if "memcpy" in suffix else "memset" if "memset" in suffix else (
                         "kernel" if suffix in ("kernel", "compute") else "stream")
-                ev = self._line_events(line_index, line, names, split=_DEVICE_STATS)
-                self.n_skipped += ev.n_untimed
-                self._add_device_rows(device_rows, ev, {
-                    "stream": stream.group(1) if stream else line_name, "category": category,
-                    "tid": line.name, "kind": line_name, "base_ns": line.timestamp_ns})
-                if device_rows.rows >= _FLUSH_ROWS:
-                    self._flush_device(device_rows, plane.name, index)
+                for ev in self._line_events(line_index, line, names, split=_DEVICE_STATS):
+                    self.n_skipped += ev.n_untimed
+                    self._add_device_rows(device_rows, ev, {
+                        "stream": stream.group(1) if stream else line_name, "category": category,
+                        "tid": line.name, "kind": line_name, "base_ns": line.timestamp_ns})
+                    if device_rows.rows >= _FLUSH_ROWS:
+                        self._flush_device(device_rows, plane.name, index)
             elif line_name in _DEVICE_SPAN_LINES:
-                ev = self._line_events(line_index, line, names)
-                self.n_skipped += ev.n_untimed
-                span_rows.add({"tid": line.display_name or line.name, "category": _DEVICE_SPAN_LINES[line_name],
-                               "base_ns": line.timestamp_ns}, ev)
-                if span_rows.rows >= _FLUSH_ROWS:
-                    self._flush_host(span_rows, plane.name, index)
+                for ev in self._line_events(line_index, line, names):
+                    self.n_skipped += ev.n_untimed
+                    span_rows.add({"tid": line.display_name or line.name,
+                                   "category": _DEVICE_SPAN_LINES[line_name], "base_ns": line.timestamp_ns}, ev)
+                    if span_rows.rows >= _FLUSH_ROWS:
+                        self._flush_host(span_rows, plane.name, index)
             else:
                 self.n_skipped += n_events
         self._flush_device(device_rows, plane.name, index)
@@ -783,16 +785,21 @@ class XSpaceReader:
     def _line_events(
         self, line_index: int, line: xplane_pb2.XLine, names: dict[int, str], *,
         drop_ids: np.ndarray | None = None, split: tuple[str, ...] = (), op_ids: np.ndarray | None = None,
-    ) -> _LineEvents:
+    ) -> Iterator[_LineEvents]:
         """The events of line ``line_index`` of the current plane: by the C helper from the
-        serialized bytes, or through protobuf's wrappers when the space was parsed whole."""
+        serialized bytes, in chunks of at most ``_FLUSH_ROWS`` kept events (a TPU ``XLA Ops``
+        line can hold millions), or through protobuf's wrappers when the space was parsed whole."""
         if self.lines is None:
-            return _line_events_py(line, names, drop_ids, split, op_ids)
+            yield _line_events_py(line, names, drop_ids, split, op_ids)
+            return
         offset, size, _ = self.lines[self._plane_index][line_index]
-        try:
-            return _line_events_wire(self._view[offset : offset + size], names, drop_ids, split, op_ids)
-        except ValueError as exc:  # split_space checked these bytes: cannot happen
-            raise TraceInputError(self.path, f"not a valid XSpace protobuf ({exc})") from None
+        data, start = self._view[offset : offset + size], 0
+        while start >= 0:
+            try:
+                ev, start = _line_events_wire(data, names, drop_ids, split, op_ids, start, _FLUSH_ROWS)
+            except ValueError as exc:  # split_space checked these bytes: cannot happen
+                raise TraceInputError(self.path, f"not a valid XSpace protobuf ({exc})") from None
+            yield ev
 
     def _n_events(self, line_index: int, line: xplane_pb2.XLine) -> int:
         """How many events line ``line_index`` of the current plane has (aggregated ones too)."""
@@ -821,20 +828,22 @@ class XSpaceReader:
             self.n_total += n_events
             if not n_events:
                 continue
-            ev = self._line_events(line_index, line, names, drop_ids=drop_ids,
-                                   split=_CPU_OP_STATS if op_ids is not None else (), op_ids=op_ids)
-            self.n_python += ev.n_dropped
-            self.n_skipped += ev.n_untimed
             tid = line.display_name or line.name
-            if ev.is_op is not None and ev.is_op.any():
-                self._cpu_device()
-                self._add_device_rows(cpu_ops, ev.take(np.flatnonzero(ev.is_op)), {
-                    "stream": tid, "category": "kernel", "tid": tid, "kind": "XLA CPU ops",
-                    "base_ns": line.timestamp_ns})
-                ev = ev.take(np.flatnonzero(~ev.is_op))
-            rows.add({"tid": tid, "category": "traceme", "base_ns": line.timestamp_ns}, ev)
-            if rows.rows >= _FLUSH_ROWS:
-                self._flush_host(rows, plane.name, None, keep_python)
+            for ev in self._line_events(line_index, line, names, drop_ids=drop_ids,
+                                        split=_CPU_OP_STATS if op_ids is not None else (), op_ids=op_ids):
+                self.n_python += ev.n_dropped
+                self.n_skipped += ev.n_untimed
+                if ev.is_op is not None and ev.is_op.any():
+                    self._cpu_device()
+                    self._add_device_rows(cpu_ops, ev.take(np.flatnonzero(ev.is_op)), {
+                        "stream": tid, "category": "kernel", "tid": tid, "kind": "XLA CPU ops",
+                        "base_ns": line.timestamp_ns})
+                    ev = ev.take(np.flatnonzero(~ev.is_op))
+                rows.add({"tid": tid, "category": "traceme", "base_ns": line.timestamp_ns}, ev)
+                if rows.rows >= _FLUSH_ROWS:
+                    self._flush_host(rows, plane.name, None, keep_python)
+                if cpu_ops.rows >= _FLUSH_ROWS:
+                    self._flush_device(cpu_ops, plane.name, 0)
         self._flush_host(rows, plane.name, None, keep_python)
         self._flush_device(cpu_ops, plane.name, 0)
         self._classify_host_events(plane.name)

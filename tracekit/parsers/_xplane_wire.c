@@ -14,7 +14,7 @@
  *          compressed_str 8
  *
  * split_space(raw): the XSpace without its events (for protobuf), and where each line's bytes are.
- * scan_line(line, names, drop_ids, split, op_ids): the columns of one line's events.
+ * scan_line(line, names, drop_ids, split, op_ids, start, max_rows): the columns of a line's events.
  * The semantics are those of the pure-Python reader in _xplane_read.py (_line_events_py), which
  * the tests hold this module to.
  */
@@ -466,11 +466,18 @@ typedef struct {
 } Cols;
 
 static PyObject *scan_line(PyObject *m, PyObject *args, PyObject *kw) {
-    static char *kwlist[] = {"line", "names", "drop_ids", "split", "op_ids", NULL};
+    static char *kwlist[] = {"line", "names", "drop_ids", "split", "op_ids", "start", "max_rows", NULL};
     Py_buffer line, drop = {0}, ops = {0};
     PyObject *names_dict, *drop_obj = Py_None, *split = NULL, *ops_obj = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "y*O!|OO!O", kwlist, &line, &PyDict_Type,
-                                     &names_dict, &drop_obj, &PyTuple_Type, &split, &ops_obj)) {
+    Py_ssize_t start = 0, max_rows = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "y*O!|OO!Onn", kwlist, &line, &PyDict_Type,
+                                     &names_dict, &drop_obj, &PyTuple_Type, &split, &ops_obj, &start,
+                                     &max_rows)) {
+        return NULL;
+    }
+    if (start < 0 || start > line.len) {
+        PyBuffer_Release(&line);
+        PyErr_SetString(PyExc_ValueError, "start is outside the line");
         return NULL;
     }
     PyObject *result = NULL, *arg_list = NULL, *split_lists = NULL;
@@ -530,12 +537,12 @@ static PyObject *scan_line(PyObject *m, PyObject *args, PyObject *kw) {
     }
 
     long long n_dropped = 0, n_untimed = 0;
-    const uint8_t *p = line.buf, *end = p + line.len;
+    const uint8_t *p = (const uint8_t *)line.buf + start, *end = (const uint8_t *)line.buf + line.len;
     uint32_t f;
     int wt, r;
     const uint8_t *s = NULL, *e = NULL;
     uint64_t val = 0;
-    while ((r = next_field(&p, end, &f, &wt, &s, &e, &val)) == 1) {
+    while ((max_rows <= 0 || c.rows < max_rows) && (r = next_field(&p, end, &f, &wt, &s, &e, &val)) == 1) {
         if (f != 4 || wt != 2) continue; /* XLine.events */
         int64_t mid = 0, off = 0, occ = 0, dur = 0;
         int which = 0; /* 2: offset_ps set last, 5: num_occurrences */
@@ -655,13 +662,19 @@ static PyObject *scan_line(PyObject *m, PyObject *args, PyObject *kw) {
         }
         c.rows++;
     }
+    Py_ssize_t next = -1; /* where the next call starts, -1 at the line's end */
+    if (max_rows > 0 && c.rows >= max_rows) {
+        r = 0;
+        if (p < end) next = (Py_ssize_t)(p - (const uint8_t *)line.buf);
+    }
     if (r < 0) goto malformed;
     PyObject *ids = PyBytes_FromStringAndSize(c.ids.v, c.ids.n);
     PyObject *offsets = PyBytes_FromStringAndSize(c.offsets.v, c.offsets.n);
     PyObject *durs = PyBytes_FromStringAndSize(c.durs.v, c.durs.n);
     PyObject *flags = use_ops ? PyBytes_FromStringAndSize(c.flags.v, c.flags.n) : (Py_INCREF(Py_None), Py_None);
     if (ids && offsets && durs && flags)
-        result = Py_BuildValue("(LLOOOOOO)", n_dropped, n_untimed, ids, offsets, durs, flags, arg_list, split_lists);
+        result = Py_BuildValue("(LLOOOOOOn)", n_dropped, n_untimed, ids, offsets, durs, flags, arg_list,
+                               split_lists, next);
     Py_XDECREF(ids);
     Py_XDECREF(offsets);
     Py_XDECREF(durs);
@@ -693,8 +706,10 @@ static PyMethodDef methods[] = {
      "XPlane in raw, in the order of the parsed message's repeated fields. Raises ValueError on "
      "malformed wire data (every event and stat is checked)."},
     {"scan_line", (PyCFunction)(void (*)(void))scan_line, METH_VARARGS | METH_KEYWORDS,
-     "scan_line(line, names, drop_ids=None, split=(), op_ids=None) -> (n_dropped, n_untimed, "
-     "ids, offset_ps, dur_ps, is_op, args, split_values): the events of one serialized XLine. "
+     "scan_line(line, names, drop_ids=None, split=(), op_ids=None, start=0, max_rows=0) -> "
+     "(n_dropped, n_untimed, ids, offset_ps, dur_ps, is_op, args, split_values, next): the events "
+     "of one serialized XLine from byte `start`, at most max_rows kept ones (0: all); next is the "
+     "byte to start the next call at, -1 at the end of the line. "
      "Events whose metadata id is in drop_ids (sorted int64 bytes) are counted in n_dropped, "
      "aggregated ones (num_occurrences) in n_untimed; for the others ids/offset_ps/dur_ps are "
      "int64 bytes, args the stats as compact JSON (None when none is "

@@ -11,4 +11,6 @@ def scan_line(
     drop_ids: Any = None,
     split: tuple[str, ...] = (),
     op_ids: Any = None,
-) -> tuple[int, int, bytes, bytes, bytes, bytes | None, list[str | None], tuple[list[Any], ...]]: ...
+    start: int = 0,
+    max_rows: int = 0,
+) -> tuple[int, int, bytes, bytes, bytes, bytes | None, list[str | None], tuple[list[Any], ...], int]: ...
