@@ -1,0 +1,558 @@
+"""How :mod:`tracekit.parsers.rocprofv3_json` reads rocprofv3 results JSON (imported only when
+such a file is ingested, so that other formats do not load msgspec). What is stored is described
+in that module.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+if TYPE_CHECKING:
+    import numpy as np
+
+from tracekit.errors import TraceInputError
+from tracekit.parsers._io import iter_decompressed
+from tracekit.parsers.base import IngestContext, RankInfo
+from tracekit.parsers.rocprofv3_csv import (
+    ANNOTATION_DOMAINS,
+    Agent,
+    device_info,
+    number_devices,
+    pass_of,
+    span,
+)
+
+
+class Handle(msgspec.Struct, gc=False):
+    handle: int = 0
+
+
+class Corr(msgspec.Struct, gc=False):
+    internal: int = 0
+    external: int = 0
+
+
+class Dim3(msgspec.Struct, gc=False):
+    x: int = 0
+    y: int = 0
+    z: int = 0
+
+
+class DispatchInfo(msgspec.Struct, gc=False):
+    agent_id: Handle = msgspec.field(default_factory=Handle)
+    queue_id: Handle = msgspec.field(default_factory=Handle)
+    kernel_id: int = 0
+    dispatch_id: int = 0
+    private_segment_size: int = 0
+    group_segment_size: int = 0
+    workgroup_size: Dim3 = msgspec.field(default_factory=Dim3)
+    grid_size: Dim3 = msgspec.field(default_factory=Dim3)
+
+
+class Record(msgspec.Struct, gc=False):
+    """A buffer record of any kind (the fields tracekit uses; absent ones keep their default)."""
+
+    kind: int = 0
+    operation: int = 0
+    thread_id: int = 0
+    correlation_id: Corr = msgspec.field(default_factory=Corr)
+    start_timestamp: int | None = None
+    end_timestamp: int | None = None
+    dispatch_info: DispatchInfo | None = None
+    stream_id: Handle | None = None
+    dst_agent_id: Handle | None = None
+    src_agent_id: Handle | None = None
+    bytes: int | None = None
+
+
+class CounterRecord(msgspec.Struct, gc=False):
+    counter_id: Handle = msgspec.field(default_factory=Handle)
+    value: float = 0.0
+
+
+class DispatchData(msgspec.Struct, gc=False):
+    correlation_id: Corr = msgspec.field(default_factory=Corr)
+    dispatch_info: DispatchInfo = msgspec.field(default_factory=DispatchInfo)
+
+
+class CounterCollection(msgspec.Struct, gc=False):
+    dispatch_data: DispatchData = msgspec.field(default_factory=DispatchData)
+    records: list[CounterRecord] = []
+    thread_id: int = 0
+
+
+class CallbackRecords(msgspec.Struct):
+    counter_collection: list[CounterCollection] = []
+
+
+class KindNames(msgspec.Struct):
+    kind: str = ""
+    operations: list[str] = []
+
+
+class KeyValue(msgspec.Struct):
+    key: int = 0
+    value: str = ""
+
+
+class Strings(msgspec.Struct):
+    buffer_records: list[KindNames] = []
+    callback_records: list[KindNames] = []
+    marker_api: list[KeyValue] = []
+
+
+class CounterInfo(msgspec.Struct):
+    id: Handle = msgspec.field(default_factory=Handle)
+    name: str = ""
+
+
+class KernelSymbol(msgspec.Struct):
+    kernel_id: int = 0
+    kernel_name: str = ""
+    formatted_kernel_name: str = ""
+    truncated_kernel_name: str = ""
+    demangled_kernel_name: str = ""
+    sgpr_count: int | None = None
+    arch_vgpr_count: int | None = None
+    accum_vgpr_count: int | None = None
+
+
+class ToolEntry(msgspec.Struct):
+    """One process of ``rocprofiler-sdk-tool``."""
+
+    metadata: dict[str, Any] = {}
+    agents: list[dict[str, Any]] = []
+    counters: list[CounterInfo] = []
+    strings: Strings = msgspec.field(default_factory=Strings)
+    kernel_symbols: list[KernelSymbol] = []
+    callback_records: CallbackRecords = msgspec.field(default_factory=CallbackRecords)
+    buffer_records: dict[str, list[Record]] = {}
+
+
+class Results(msgspec.Struct):
+    tool: list[ToolEntry] = msgspec.field(name="rocprofiler-sdk-tool")
+
+
+_decode_results = msgspec.json.Decoder(Results).decode
+_decode_any = msgspec.json.Decoder().decode
+
+
+def _decode(path: Path) -> Results:
+    """Decode the whole file (see the module docstring)."""
+    data = b"".join(iter_decompressed(path))
+    if not data.strip():
+        raise TraceInputError(path, "empty file")
+    try:
+        return _decode_results(data)
+    except msgspec.ValidationError as exc:
+        try:
+            top = _decode_any(data)
+        except msgspec.DecodeError:
+            top = None
+        if isinstance(top, dict) and "rocprofiler-sdk-tool" not in top:
+            raise TraceInputError(
+                path, "not a rocprofv3 results JSON (no rocprofiler-sdk-tool key)"
+            ) from None
+        raise TraceInputError(path, f"unexpected value in rocprofv3 results JSON: {exc}") from None
+    except msgspec.DecodeError as exc:
+        raise TraceInputError(path, f"truncated or malformed JSON ({exc})") from None
+
+
+def _agents(entry: ToolEntry) -> tuple[dict[int, Agent], dict[int, int | None]]:
+    """Agents by handle (GPU agents numbered as HIP devices), and each GPU's memory size."""
+    by_handle: dict[int, Agent] = {}
+    memory: dict[int, int | None] = {}
+    for a in entry.agents:
+        hid = a.get("id")
+        handle = hid.get("handle") if isinstance(hid, dict) else None
+        if not isinstance(handle, int):
+            continue
+        # rocprofiler_agent_type_t: 1 = CPU, 2 = GPU
+        is_gpu = a.get("type") == 2
+        props = {k.lower(): v for k, v in a.items() if k not in ("caches", "io_links", "mem_banks")}
+        by_handle[handle] = Agent(
+            node_id=a.get("node_id") if isinstance(a.get("node_id"), int) else None,
+            logical_node_id=a.get("logical_node_id") if isinstance(a.get("logical_node_id"), int) else None,
+            is_gpu=is_gpu,
+            type_name="GPU" if is_gpu else "CPU",
+            type_index=a.get("logical_node_type_id")
+            if isinstance(a.get("logical_node_type_id"), int)
+            else None,
+            props=props,
+        )
+        # frame-buffer heaps (HSA_HEAPTYPE_FRAME_BUFFER_PUBLIC/PRIVATE = 1/2) = device memory
+        banks: list[int] = [
+            b["size_in_bytes"]
+            for b in a.get("mem_banks") or []
+            if isinstance(b, dict)
+            and b.get("heap_type") in (1, 2)
+            and isinstance(b.get("size_in_bytes"), int)
+        ]
+        memory[handle] = sum(banks) if banks else None
+    number_devices(list(by_handle.values()))
+    return by_handle, memory
+
+
+def _kind_name(names: list[KindNames], kind: int) -> str:
+    return names[kind].kind if 0 <= kind < len(names) else f"KIND_{kind}"
+
+
+def _op_name(names: list[KindNames], kind: int, op: int) -> str:
+    if 0 <= kind < len(names) and 0 <= op < len(names[kind].operations):
+        return names[kind].operations[op]
+    return f"OPERATION_{op}"
+
+
+def _obj(values: list[Any]) -> np.ndarray[Any, Any]:
+    import numpy as np  # imported on use: other formats do not load NumPy
+
+    arr = np.empty(len(values), dtype=object)
+    arr[:] = values
+    return arr
+
+
+class RocprofJsonReader:
+    """Writes the processes of rocprofv3 results JSON files into the store (one rank each)."""
+
+    def parse(self, files: list[Path], ctx: IngestContext) -> None:
+        entries: list[tuple[Path, ToolEntry]] = []
+        for p in files:
+            results = _decode(p)
+            if not results.tool:
+                raise TraceInputError(
+                    p, "rocprofv3 results JSON holds no process (rocprofiler-sdk-tool is empty)"
+                )
+            entries += [(p, e) for e in results.tool]
+            ctx.progress(0, p.stat().st_size)
+
+        def pid(item: tuple[Path, ToolEntry]) -> tuple[bool, int, str]:
+            v = item[1].metadata.get("pid")
+            return (not isinstance(v, int), v if isinstance(v, int) else 0, str(item[0]))
+
+        for rank, (path, entry) in enumerate(sorted(entries, key=pid)):
+            self._parse_entry(ctx, rank, path, entry)
+
+    def _parse_entry(self, ctx: IngestContext, rank: int, path: Path, e: ToolEntry) -> None:
+        con = ctx.con
+        md = e.metadata
+        pid = md.get("pid") if isinstance(md.get("pid"), int) else None
+        spid = str(pid) if pid is not None else None
+        agents, memory = _agents(e)
+        names = e.strings.buffer_records
+        kernel_names = {
+            k.kernel_id: k.formatted_kernel_name
+            or k.truncated_kernel_name
+            or k.demangled_kernel_name
+            or k.kernel_name
+            for k in e.kernel_symbols
+        }
+        markers = {kv.key: kv.value for kv in e.strings.marker_api}
+        symbols = {k.kernel_id: k for k in e.kernel_symbols}
+
+        def dev(handle: Handle | None) -> int | None:
+            a = agents.get(handle.handle) if handle is not None else None
+            return a.device if a is not None and a.is_gpu else None
+
+        def node(handle: Handle | None) -> int | None:
+            a = agents.get(handle.handle) if handle is not None else None
+            return a.node_id if a is not None else None
+
+        dcols: dict[str, list[Any]] = {k: [] for k in _DEVICE_COLS}
+        hcols: dict[str, list[Any]] = {k: [] for k in _HOST_COLS}
+        n_records = n_skipped = 0
+        skipped_kinds: dict[str, int] = {}
+        for records in e.buffer_records.values():
+            for r in records:
+                n_records += 1
+                kind = _kind_name(names, r.kind)
+                start, end = r.start_timestamp, r.end_timestamp
+                if start is None or end is None:
+                    n_skipped += 1
+                    skipped_kinds[kind] = skipped_kinds.get(kind, 0) + 1
+                    continue
+                ext = r.correlation_id.external or None
+                stream = str(r.stream_id.handle) if r.stream_id is not None else None
+                if kind == "KERNEL_DISPATCH" and r.dispatch_info is not None:
+                    di = r.dispatch_info
+                    wg, grid = di.workgroup_size, di.grid_size
+                    queue = str(di.queue_id.handle)
+                    a = agents.get(di.agent_id.handle)
+                    sym = symbols.get(di.kernel_id)
+                    _append(
+                        dcols,
+                        device=dev(di.agent_id),
+                        stream=stream or queue,
+                        category="kernel",
+                        name=kernel_names.get(di.kernel_id, f"kernel_{di.kernel_id}"),
+                        start_ns=start,
+                        dur_ns=end - start,
+                        correlation_id=r.correlation_id.internal,
+                        external_id=ext,
+                        trace_category=kind,
+                        tid=str(r.thread_id),
+                        grid_x=_blocks(grid.x, wg.x),
+                        grid_y=_blocks(grid.y, wg.y),
+                        grid_z=_blocks(grid.z, wg.z),
+                        block_x=wg.x,
+                        block_y=wg.y,
+                        block_z=wg.z,
+                        shared_mem_bytes=di.group_segment_size,
+                        bytes=None,
+                        kind=None,
+                        args=msgspec.json.encode(
+                            {
+                                "agent_handle": di.agent_id.handle,
+                                "agent_node_id": a.node_id if a is not None else None,
+                                "kernel_id": di.kernel_id,
+                            }
+                        ).decode(),
+                        dispatch_id=di.dispatch_id,
+                        queue_id=queue,
+                        scratch_bytes=di.private_segment_size,
+                        vgpr_count=sym.arch_vgpr_count if sym else None,
+                        accum_vgpr_count=sym.accum_vgpr_count if sym else None,
+                        sgpr_count=sym.sgpr_count if sym else None,
+                    )
+                elif kind == "MEMORY_COPY":
+                    op = _op_name(names, r.kind, r.operation)
+                    _append(
+                        dcols,
+                        device=dev(r.dst_agent_id)
+                        if dev(r.dst_agent_id) is not None
+                        else dev(r.src_agent_id),
+                        stream=stream,
+                        category="memcpy",
+                        name=op,
+                        start_ns=start,
+                        dur_ns=end - start,
+                        correlation_id=r.correlation_id.internal,
+                        external_id=ext,
+                        trace_category=kind,
+                        tid=str(r.thread_id),
+                        grid_x=None,
+                        grid_y=None,
+                        grid_z=None,
+                        block_x=None,
+                        block_y=None,
+                        block_z=None,
+                        shared_mem_bytes=None,
+                        bytes=r.bytes,
+                        kind=op,
+                        args=msgspec.json.encode(
+                            {
+                                "src_agent_handle": r.src_agent_id.handle if r.src_agent_id else None,
+                                "dst_agent_handle": r.dst_agent_id.handle if r.dst_agent_id else None,
+                                "src_agent_node_id": node(r.src_agent_id),
+                                "dst_agent_node_id": node(r.dst_agent_id),
+                            }
+                        ).decode(),
+                        dispatch_id=None,
+                        queue_id=None,
+                        scratch_bytes=None,
+                        vgpr_count=None,
+                        accum_vgpr_count=None,
+                        sgpr_count=None,
+                    )
+                elif kind.endswith(("_API", "_API_EXT")):
+                    op = _op_name(names, r.kind, r.operation)
+                    annotation = kind in ANNOTATION_DOMAINS
+                    name = markers.get(r.correlation_id.internal, op) if kind.startswith("MARKER_") else op
+                    _append(
+                        hcols,
+                        pid=spid,
+                        tid=str(r.thread_id),
+                        category="annotation" if annotation else "runtime",
+                        trace_category=kind,
+                        name=name,
+                        start_ns=start,
+                        dur_ns=end - start,
+                        correlation_id=r.correlation_id.internal,
+                        external_id=ext,
+                    )
+                else:  # memory allocation, scratch memory, page migration, PC samples ...
+                    n_skipped += 1
+                    skipped_kinds[kind] = skipped_kinds.get(kind, 0) + 1
+        self._insert(ctx, rank, spid, dcols, hcols)
+        n_counter_values = self._insert_counters(ctx, rank, e, kernel_names, dev, pass_of(path))
+        ctx.progress(n_records, 0)
+        first_ns, last_ns = span(con, ctx.run_id, rank)
+        node_md = md.get("node")
+        host = node_md.get("hostname") if isinstance(node_md, dict) else None
+        host = host if isinstance(host, str) else None
+        ctx.add_rank(
+            RankInfo(
+                rank=rank,
+                rank_source="process",
+                path=path,
+                host=host or None,
+                runtime="hip",
+                metadata={
+                    "format": "rocprofv3 json",
+                    "pid": pid,
+                    **{k: v for k, v in md.items() if k != "pid"},
+                    "skipped_records": skipped_kinds,
+                    "counter_values": n_counter_values,
+                },
+                n_trace_events=n_records,
+                n_python_events=0,
+                n_flow_events=0,
+                n_other_skipped=n_skipped,
+                first_ns=first_ns,
+                last_ns=last_ns,
+            )
+        )
+        for handle, a in sorted(
+            agents.items(), key=lambda kv: kv[1].device if kv[1].device is not None else -1
+        ):
+            if a.is_gpu and a.device is not None:
+                ctx.add_device_info(device_info(rank, a, memory.get(handle)))
+
+    @staticmethod
+    def _insert(
+        ctx: IngestContext,
+        rank: int,
+        pid: str | None,
+        dcols: dict[str, list[Any]],
+        hcols: dict[str, list[Any]],
+    ) -> None:
+        con = ctx.con
+        params = {"run_id": ctx.run_id, "rank": rank, "pid": pid}
+        if dcols["start_ns"]:
+            con.register("rp_json_device", {k: _obj(v) for k, v in dcols.items()})
+            try:
+                con.execute(
+                    f"""INSERT INTO device_activity (run_id, rank, pid, {", ".join(_DEVICE_COLS)})
+                        SELECT $run_id, $rank, $pid, {", ".join(f"CAST({c} AS {t})" for c, t in _DEVICE_COLS.items())}
+                        FROM rp_json_device""",
+                    params,
+                ).fetchall()
+            finally:
+                con.unregister("rp_json_device")
+        if hcols["start_ns"]:
+            con.register("rp_json_host", {k: _obj(v) for k, v in hcols.items()})
+            try:
+                con.execute(
+                    f"""INSERT INTO host_events (run_id, rank, {", ".join(_HOST_COLS)})
+                        SELECT $run_id, $rank, {", ".join(f"CAST({c} AS {t})" for c, t in _HOST_COLS.items())}
+                        FROM rp_json_host""",
+                    {"run_id": ctx.run_id, "rank": rank},
+                ).fetchall()
+            finally:
+                con.unregister("rp_json_host")
+
+    @staticmethod
+    def _insert_counters(
+        ctx: IngestContext,
+        rank: int,
+        e: ToolEntry,
+        kernel_names: dict[int, str],
+        dev: Any,
+        pass_name: str | None,
+    ) -> int:
+        """One row per (dispatch, counter): the sum of its per-instance records; ``pass_name`` is
+        the ``pmc_N``/``pass_N`` folder the file sits in, if any."""
+        import numpy as np  # imported on use: other formats do not load NumPy
+
+        counter_names = {c.id.handle: c.name for c in e.counters}
+        disp: dict[str, list[Any]] = {"i": [], "corr": [], "dispatch": [], "kernel": [], "device": []}
+        rec_i: list[int] = []
+        rec_counter: list[int] = []
+        rec_value: list[float] = []
+        for i, cc in enumerate(e.callback_records.counter_collection):
+            di = cc.dispatch_data.dispatch_info
+            disp["i"].append(i)
+            disp["corr"].append(cc.dispatch_data.correlation_id.internal)
+            disp["dispatch"].append(di.dispatch_id)
+            disp["kernel"].append(kernel_names.get(di.kernel_id))
+            disp["device"].append(dev(di.agent_id))
+            for rec in cc.records:
+                rec_i.append(i)
+                rec_counter.append(rec.counter_id.handle)
+                rec_value.append(rec.value)
+        if not rec_i:
+            return 0
+        ids = sorted(counter_names)
+        con = ctx.con
+        con.register("rp_json_disp", {k: _obj(v) for k, v in disp.items()})
+        con.register(
+            "rp_json_rec",
+            {
+                "i": np.asarray(rec_i, dtype=np.int64),
+                "counter_id": np.asarray(rec_counter, dtype=np.int64),
+                "value": np.asarray(rec_value, dtype=np.float64),
+            },
+        )
+        con.register(
+            "rp_json_names",
+            {"counter_id": np.asarray(ids, dtype=np.int64), "name": _obj([counter_names[i] for i in ids])},
+        )
+        try:
+            rows = con.execute(
+                """INSERT INTO counter_values (run_id, rank, device, correlation_id, dispatch_id,
+                       kernel_name, counter, value, pass)
+                   SELECT $run_id, $rank, CAST(d.device AS INTEGER), CAST(d.corr AS BIGINT),
+                          CAST(d.dispatch AS BIGINT), CAST(d.kernel AS VARCHAR),
+                          coalesce(n.name, 'counter_' || r.counter_id), sum(r.value), $pass
+                   FROM rp_json_rec r JOIN rp_json_disp d ON CAST(d.i AS BIGINT) = r.i
+                   LEFT JOIN rp_json_names n ON n.counter_id = r.counter_id
+                   GROUP BY ALL""",
+                {"run_id": ctx.run_id, "rank": rank, "pass": pass_name},
+            ).fetchall()
+        finally:
+            for name in ("rp_json_disp", "rp_json_rec", "rp_json_names"):
+                con.unregister(name)
+        return int(rows[0][0])
+
+
+def _blocks(grid: int, wg: int) -> int | None:
+    """Workgroups along one axis (rocprofv3 gives the grid in work-items)."""
+    return -(-grid // wg) if wg > 0 else None
+
+
+_DEVICE_COLS = {
+    "device": "INTEGER",
+    "stream": "VARCHAR",
+    "category": "VARCHAR",
+    "name": "VARCHAR",
+    "start_ns": "BIGINT",
+    "dur_ns": "BIGINT",
+    "correlation_id": "BIGINT",
+    "external_id": "BIGINT",
+    "trace_category": "VARCHAR",
+    "tid": "VARCHAR",
+    "grid_x": "INTEGER",
+    "grid_y": "INTEGER",
+    "grid_z": "INTEGER",
+    "block_x": "INTEGER",
+    "block_y": "INTEGER",
+    "block_z": "INTEGER",
+    "shared_mem_bytes": "BIGINT",
+    "bytes": "BIGINT",
+    "kind": "VARCHAR",
+    "args": "VARCHAR",
+    "dispatch_id": "BIGINT",
+    "queue_id": "VARCHAR",
+    "scratch_bytes": "BIGINT",
+    "vgpr_count": "INTEGER",
+    "accum_vgpr_count": "INTEGER",
+    "sgpr_count": "INTEGER",
+}
+_HOST_COLS = {
+    "pid": "VARCHAR",
+    "tid": "VARCHAR",
+    "category": "VARCHAR",
+    "trace_category": "VARCHAR",
+    "name": "VARCHAR",
+    "start_ns": "BIGINT",
+    "dur_ns": "BIGINT",
+    "correlation_id": "BIGINT",
+    "external_id": "BIGINT",
+}
+
+
+def _append(cols: dict[str, list[Any]], **values: Any) -> None:
+    for k, v in values.items():
+        cols[k].append(v)
