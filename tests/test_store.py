@@ -283,3 +283,51 @@ def test_console_script_ingest_exits_with_everything_written(tmp_path: Path) -> 
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "no such file" in bad.stderr
     usage = subprocess.run([str(script), "ingest"], capture_output=True, text=True, timeout=120, check=False)
     assert usage.returncode == 2 and "Missing argument" in usage.stderr
+
+
+@pytest.mark.parametrize(
+    ("sample", "absent"),
+    [
+        # the C helpers write their own JSON and hand DuckDB columns: no msgspec; Kineto needs no NumPy
+        ("jax_cpu_decode_recompile.xplane.pb.gz", ("msgspec", "pandas", "pyarrow", "rich", "typer")),
+        ("cpu_tiny_decoder_prefill_decode.pt.trace.json.gz",
+         ("msgspec", "numpy", "google.protobuf", "pandas", "pyarrow", "rich", "typer")),
+    ],
+)
+def test_ingest_loads_only_what_its_format_needs(tmp_path: Path, sample: str, absent: tuple[str, ...]) -> None:
+    """Every import is paid by every ingest of that format (start-up is most of a small ingest)."""
+    from tracekit.parsers import _xplane_read
+    from tracekit.parsers.kineto import native_scanner_enabled
+
+    if _xplane_read._wire is None or not native_scanner_enabled():
+        if os.environ.get("CI"):
+            raise AssertionError("CI must build the C helpers")
+        pytest.skip("the C helpers are not built here (no C compiler when tracekit was installed)")
+    store = tmp_path / "s.duckdb"
+    code = (
+        "import sys, tracekit\n"
+        f"tracekit.ingest([{str(SAMPLES / sample)!r}], store={str(store)!r})\n"
+        f"print(sorted(m for m in {absent!r} if m in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]", out.stdout
+
+
+def test_writer_checkpoints_at_commit(store: Path) -> None:
+    """A writer's COMMIT goes into the store file itself (checkpoint threshold 1 KB), not into a
+    WAL that waits for close: the data is written once, and nothing needs replaying later."""
+    tracekit.ingest([SAMPLES / "cpu_tiny_decoder_prefill_decode.pt.trace.json.gz"], store=store)
+    wal = Path(str(store) + ".wal")
+    con = connect(store)
+    try:
+        con.execute("BEGIN")
+        con.execute("UPDATE run_meta SET label = 'x'")
+        con.execute("COMMIT")
+        assert not wal.exists() or wal.stat().st_size == 0  # while the connection is still open
+        size = store.stat().st_size
+    finally:
+        con.close()
+    reader = duckdb.connect(str(store), read_only=True)
+    assert reader.execute("SELECT label FROM run_meta").fetchall() == [("x",)]
+    reader.close()
+    assert size == store.stat().st_size
