@@ -288,3 +288,67 @@ def test_pure_python_switch_turns_the_helper_off(tmp_path: Path, monkeypatch: py
         monkeypatch.delenv("TRACEKIT_PURE_PYTHON")
         tracekit.ingest([sample], store=tmp_path / "b.duckdb")
         assert used and set(used) == {"c"}
+
+
+def _varint(v: int) -> bytes:
+    out = bytearray()
+    while True:
+        b, v = v & 0x7F, v >> 7
+        out.append(b | (0x80 if v else 0))
+        if not v:
+            return bytes(out)
+
+
+def _field(number: int, payload: bytes) -> bytes:
+    return _varint(number << 3 | 2) + _varint(len(payload)) + payload
+
+
+def _space_with_event(event: bytes) -> bytes:
+    line = _field(2, b"t1") + _field(4, event)
+    return _field(1, _field(2, b"/host:CPU") + _field(3, line))
+
+
+def test_wire_walk_refuses_what_protobuf_refuses(tmp_path: Path) -> None:
+    """The walk checks what protobuf would: field numbers 1 .. 2^29-1 and the UTF-8 of strings
+    inside events (protobuf never sees the events when the helper reads them). Such a file fails
+    the same way with and without the helper: one line, exit 2, no store."""
+    from google.protobuf.message import DecodeError
+    from helpers import run_cli
+
+    _need_wire()
+    good = _space_with_event(_varint(1 << 3) + _varint(7) + _field(4, _varint(1 << 3) + _varint(1) + _field(5, "é".encode())))
+    assert xplane_pb2.XSpace.FromString(good).planes[0].lines[0].events[0].stats[0].str_value == "é"
+    xr._wire.split_space(good)
+    bad_utf8 = good.replace("é".encode(), b"\xc3\x28")
+    big_field = _space_with_event(_varint(1 << 3) + _varint(7) + _varint((1 << 32 | 4) << 3 | 0) + _varint(1))
+    field_zero = _space_with_event(_varint(0) + _varint(1))
+    for name, raw in (("bad_utf8", bad_utf8), ("big_field", big_field), ("field_zero", field_zero)):
+        with pytest.raises(DecodeError):
+            xplane_pb2.XSpace.FromString(raw)
+        with pytest.raises(ValueError, match="malformed"):
+            xr._wire.split_space(raw)
+        path = tmp_path / f"{name}.xplane.pb"
+        path.write_bytes(raw)
+        for env in ({}, {"TRACEKIT_PURE_PYTHON": "1"}):
+            store = tmp_path / f"{name}{len(env)}.duckdb"
+            r = run_cli("ingest", str(path), "--store", str(store), env=env)
+            assert r.returncode == 2, (name, env, r.stderr)
+            assert r.stderr.strip().count("\n") == 0 and "not a valid XSpace protobuf" in r.stderr, r.stderr
+            assert str(path) in r.stderr and not store.exists()
+
+
+def test_ref_values_beyond_int64_resolve_to_nothing() -> None:
+    """A ref_value is a uint64: 2^64-1 is not the stat id -1 (protobuf's wrappers agree)."""
+    _need_wire()
+    space = xplane_pb2.XSpace()
+    plane = space.planes.add(name="/host:CPU")
+    plane.stat_metadata[1].name = "r"
+    plane.stat_metadata[-1].name = "negative id"
+    e = plane.lines.add(name="t").events.add(metadata_id=1, offset_ps=1)
+    e.stats.add(metadata_id=1, ref_value=2**64 - 1)
+    raw = space.SerializeToString()
+    names = {k: v.name for k, v in plane.stat_metadata.items()}
+    offset, size, _ = xr._wire.split_space(raw)[1][0][0]
+    c, _ = xr._line_events_wire(memoryview(raw)[offset : offset + size], names, None, (), None)
+    py = xr._line_events_py(space.planes[0].lines[0], names, None, (), None)
+    assert c.args == py.args == ['{"r":""}']

@@ -75,6 +75,7 @@ static int next_field(const uint8_t **pp, const uint8_t *end, uint32_t *field, i
     if (*pp >= end) return 0;
     uint64_t key;
     if (varint(pp, end, &key)) return -1;
+    if ((key >> 3) == 0 || (key >> 3) > 0x1FFFFFFF) return -1; /* field numbers are 1 .. 2^29-1 */
     *field = (uint32_t)(key >> 3);
     *wt = (int)(key & 7);
     switch (*wt) {
@@ -122,15 +123,41 @@ static int put_message(Buf *b, uint32_t field, const char *s, Py_ssize_t n) {
     return put_varint(b, ((uint64_t)field << 3) | 2) || put_varint(b, (uint64_t)n) || put(b, s, n);
 }
 
-/* Walk every field of a message [p, end) (and, with `stats`, of its field-4 submessages): the
- * structure protobuf would check. 0 ok, -1 malformed. */
-static int check_message(const uint8_t *p, const uint8_t *end, int stats) {
+/* Strict UTF-8 (no overlong forms, no surrogates, at most U+10FFFF), as protobuf checks proto3
+ * strings: 1 valid, 0 not. */
+static int utf8_valid(const uint8_t *s, const uint8_t *end) {
+    while (s < end) {
+        uint8_t c = *s;
+        if (c < 0x80) { s++; continue; }
+        int n;
+        uint32_t cp;
+        if (c >= 0xC2 && c <= 0xDF) { n = 1; cp = c & 0x1F; }
+        else if (c >= 0xE0 && c <= 0xEF) { n = 2; cp = c & 0x0F; }
+        else if (c >= 0xF0 && c <= 0xF4) { n = 3; cp = c & 0x07; }
+        else return 0;
+        if (end - s <= n) return 0;
+        for (int i = 1; i <= n; i++) {
+            if ((s[i] & 0xC0) != 0x80) return 0;
+            cp = (cp << 6) | (s[i] & 0x3F);
+        }
+        if ((n == 2 && (cp < 0x800 || (cp >= 0xD800 && cp <= 0xDFFF))) || (n == 3 && (cp < 0x10000 || cp > 0x10FFFF)))
+            return 0;
+        s += n + 1;
+    }
+    return 1;
+}
+
+/* Walk every field of an XEvent [p, end) and of its XStats: the structure protobuf would check,
+ * and the UTF-8 of the stats' str_value (a proto3 string). 0 ok, -1 malformed. */
+static int check_message(const uint8_t *p, const uint8_t *end, int is_event) {
     uint32_t f;
     int wt, r;
     const uint8_t *s = NULL, *e = NULL;
     uint64_t val = 0;
-    while ((r = next_field(&p, end, &f, &wt, &s, &e, &val)) == 1)
-        if (stats && f == 4 && wt == 2 && check_message(s, e, 0) < 0) return -1;
+    while ((r = next_field(&p, end, &f, &wt, &s, &e, &val)) == 1) {
+        if (is_event && f == 4 && wt == 2 && check_message(s, e, 0) < 0) return -1;
+        if (!is_event && f == 5 && wt == 2 && !utf8_valid(s, e)) return -1;
+    }
     return r;
 }
 
@@ -373,8 +400,22 @@ static PyObject *inflate_str(const uint8_t *s, Py_ssize_t n) {
         if (raw) {
             out = PyUnicode_DecodeUTF8(PyBytes_AS_STRING(raw), PyBytes_GET_SIZE(raw), "replace");
             Py_DECREF(raw);
-        } else {
-            PyErr_Clear();
+        } else { /* zlib.error: try the next format; anything else (MemoryError, ...) propagates */
+            PyObject *type, *value, *tb;
+            PyErr_Fetch(&type, &value, &tb);
+            PyObject *zerr = PyObject_GetAttrString(zlib, "error");
+            int is_zlib = zerr && PyErr_GivenExceptionMatches(type, zerr);
+            Py_XDECREF(zerr);
+            if (!is_zlib) {
+                if (zerr) PyErr_Restore(type, value, tb);
+                else { Py_XDECREF(type); Py_XDECREF(value); Py_XDECREF(tb); }
+                Py_DECREF(data);
+                Py_DECREF(zlib);
+                return NULL;
+            }
+            Py_XDECREF(type);
+            Py_XDECREF(value);
+            Py_XDECREF(tb);
         }
     }
     if (data && !out) out = PyObject_CallMethod(data, "hex", NULL);
@@ -395,7 +436,7 @@ static PyObject *stat_object(const Stat *st, const Name *names, Py_ssize_t n_nam
         case V_STR: return PyUnicode_DecodeUTF8((const char *)st->s, st->sn, "replace");
         case V_BYTES: return PyBytes_FromStringAndSize((const char *)st->s, st->sn);
         case V_REF: {
-            const Name *nm = find_name(names, n_names, (int64_t)st->u);
+            const Name *nm = st->u > INT64_MAX ? NULL : find_name(names, n_names, (int64_t)st->u);
             if (nm) { Py_INCREF(nm->obj); return nm->obj; }
             return PyUnicode_FromStringAndSize("", 0);
         }
@@ -424,7 +465,7 @@ static int put_json_value(Buf *b, const Stat *st, const Name *names, Py_ssize_t 
             k = snprintf(num, sizeof num, "\"<%zd bytes>\"", st->sn);
             return put(b, num, k);
         case V_REF: {
-            const Name *nm = find_name(names, n_names, (int64_t)st->u);
+            const Name *nm = st->u > INT64_MAX ? NULL : find_name(names, n_names, (int64_t)st->u);
             return nm ? put_json_str(b, nm->s, nm->n) : put(b, "\"\"", 2);
         }
         case V_COMPRESSED: {
@@ -694,8 +735,8 @@ done:
     free(json.v);
     free(drops.bits);
     PyBuffer_Release(&line);
-    if (drop.buf) PyBuffer_Release(&drop);
-    if (ops.buf) PyBuffer_Release(&ops);
+    if (drop.obj) PyBuffer_Release(&drop);
+    if (ops.obj) PyBuffer_Release(&ops);
     return result;
 }
 
