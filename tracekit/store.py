@@ -578,16 +578,16 @@ def connect(
     # DuckDB holds an uncommitted transaction in memory up to its limit and writes row groups out
     # past it: 512 MB cut the peak RSS of a 1M-dispatch rocpd ingest from 770 to 470 MB, and made
     # it faster (benchmarks/). TRACEKIT_MEMORY_LIMIT overrides it (a DuckDB size, e.g. "2GB").
-    # A writer checkpoints at each COMMIT (threshold 1 KB) rather than at close: the data is written
-    # to the file once instead of to the WAL and then the file, the store never needs a WAL replay,
-    # and an 837k-event XPlane ingest's commit + close took 57 ms instead of 77 (benchmarks/).
     config: dict[str, str | bool | int | float | list[str]] = {
         "threads": 1,
         "memory_limit": os.environ.get("TRACEKIT_MEMORY_LIMIT", "512MB"),
-        "checkpoint_threshold": "1KB",
     }
-    if read_only:
-        del config["checkpoint_threshold"]
+    if not read_only:
+        # A writer checkpoints at each COMMIT (threshold 1 KB) rather than at close: the data is
+        # written to the file once instead of to the WAL and then the file, the store never needs
+        # a WAL replay, and an 837k-event XPlane ingest's commit + close took 57 ms instead of 77.
+        config["checkpoint_threshold"] = "1KB"
+    else:
         config["threads"] = max(1, os.cpu_count() or 1)
         config["enable_external_access"] = False
     while True:

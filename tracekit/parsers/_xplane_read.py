@@ -101,14 +101,8 @@ _PRIMITIVE = {
 
 
 def read_xspace(path: Path) -> xplane_pb2.XSpace:
-    """Parse one ``.xplane.pb`` / ``.xplane.pb.gz``; raise TraceInputError with the reason."""
-    return read_xspace_raw(path)[0]
-
-
-def read_xspace_raw(path: Path) -> tuple[xplane_pb2.XSpace, bytes]:
-    """:func:`read_xspace`, also returning the serialized (decompressed) bytes."""
-    raw = _read_bytes(path)
-    return _parse(path, raw), raw
+    """Parse one ``.xplane.pb`` / ``.xplane.pb.gz`` whole; raise TraceInputError with the reason."""
+    return _parse(path, _read_bytes(path))
 
 
 def _read_bytes(path: Path) -> bytes:
@@ -176,23 +170,32 @@ def decode_xspace(path: Path) -> DecodedSpace:
     """Read one ``.xplane.pb`` / ``.xplane.pb.gz`` for ingest; raise TraceInputError with the reason."""
     raw = _read_bytes(path)
     if wire_enabled():
-        try:
-            stripped, lines = _wire.split_space(raw)
-        except ValueError:  # protobuf says what is wrong (or reads what the walk could not)
-            pass
-        else:
-            if len(stripped) <= PROTOBUF_LIMIT:  # the events themselves are not protobuf's to hold
-                space = xplane_pb2.XSpace()
-                try:
-                    space.ParseFromString(stripped)
-                except DecodeError:
-                    pass  # the whole parse below reports it
-                else:
-                    if len(lines) == len(space.planes) and all(
-                        len(spans) == len(p.lines) for spans, p in zip(lines, space.planes)
-                    ) and space.planes and any(p.name for p in space.planes):
-                        return DecodedSpace(space, raw, lines)
+        decoded = _decode_without_events(raw)
+        if decoded is not None:
+            return decoded
+    # no helper, or bytes it refuses: protobuf reads them whole, or says what is wrong
     return DecodedSpace(_parse(path, raw), raw, None)
+
+
+def _decode_without_events(raw: bytes) -> DecodedSpace | None:
+    """The C helper's split and protobuf's parse of the event-free rest; None when either
+    refuses (or the rest is over protobuf's limit: the events are not protobuf's to hold)."""
+    try:
+        stripped, lines = _wire.split_space(raw)
+    except ValueError:
+        return None
+    if len(stripped) > PROTOBUF_LIMIT:
+        return None
+    space = xplane_pb2.XSpace()
+    try:
+        space.ParseFromString(stripped)
+    except DecodeError:
+        return None
+    if not any(p.name for p in space.planes) or len(lines) != len(space.planes):
+        return None
+    if any(len(spans) != len(p.lines) for spans, p in zip(lines, space.planes)):
+        return None
+    return DecodedSpace(space, raw, lines)
 
 
 def stat_value(st: xplane_pb2.XStat, stat_names: dict[int, str]) -> Any:
@@ -418,7 +421,7 @@ _CPU_OP_STATS = ("hlo_op", "hlo_module", "program_id")
 
 _DEVICE_COLS = (
     "metadata_id", "offset_ps", "dur_ps", "device_offset_ps", "device_duration_ps", "correlation_id",
-    "kernel_details", "hlo_op", "hlo_module", "program_id", "memcpy_bytes", "args",
+    "kernel_details", "hlo_op", "hlo_module", "program_id", "memcpy_details", "args",
 )
 _DEVICE_LINE = ("stream", "category", "tid", "kind", "base_ns")
 _HOST_COLS = ("metadata_id", "offset_ps", "dur_ps", "args")
@@ -434,25 +437,26 @@ INSERT INTO device_activity (run_id, rank, device, stream, category, name, start
     bytes_accessed, hbm_bytes, args)
 SELECT $run_id, $rank, $device, $stream[b.li + 1],
     CASE WHEN $category[b.li + 1] = 'stream'
-         THEN CASE WHEN m.name ILIKE 'memcpy%' OR b.memcpy_bytes IS NOT NULL THEN 'memcpy'
+         THEN CASE WHEN m.name ILIKE 'memcpy%' OR x.memcpy_bytes IS NOT NULL THEN 'memcpy'
                    WHEN m.name ILIKE 'memset%' THEN 'memset' ELSE 'kernel' END
          ELSE $category[b.li + 1] END,
     coalesce(nullif(m.display_name, ''), m.name, ''),
     $base_ns[b.li + 1] + CAST(round(b.offset_ps / 1000) AS BIGINT), CAST(round(b.dur_ps / 1000) AS BIGINT),
     TRY_CAST(b.correlation_id AS BIGINT), 'xplane:' || $kind[b.li + 1], $plane, $tid[b.li + 1],
     {kernel_details}
-    TRY_CAST(b.memcpy_bytes AS BIGINT), b.hlo_op,
+    x.memcpy_bytes, b.hlo_op,
     CAST(round(TRY_CAST(b.device_offset_ps AS DOUBLE) / 1000) AS BIGINT),
     CAST(round(TRY_CAST(b.device_duration_ps AS DOUBLE) / 1000) AS BIGINT),
     b.metadata_id, coalesce(b.hlo_module, m.hlo_module), m.hlo_category,
     coalesce(CAST(b.program_id AS VARCHAR), m.program_id), m.flops, m.model_flops,
     m.bytes_accessed, m.hbm_read_bytes + m.hbm_write_bytes, b.args
-FROM batch b LEFT JOIN plane_meta m ON m.metadata_id = b.metadata_id
+FROM batch b LEFT JOIN plane_meta m ON m.metadata_id = b.metadata_id,
+    LATERAL (SELECT {memcpy_bytes} AS memcpy_bytes) x
 """
 
-#: grid_x .. est_occupancy_pct from GPU kernels' ``kernel_details`` stat (12 regular expressions:
-#: their compilation is most of the statement's ~8 ms fixed cost, so batches without any
-#: kernel_details (TPU, CPU) use NULLs instead).
+#: grid_x .. est_occupancy_pct from GPU kernels' ``kernel_details`` stat, and copy sizes from
+#: ``memcpy_details`` (13 regular expressions: their compilation is most of the statement's ~8 ms
+#: fixed cost, so batches without either stat (TPU, CPU) use NULLs instead).
 _KERNEL_DETAILS_SQL = """
     TRY_CAST(regexp_extract(b.kernel_details, 'grid:(\\d+),(\\d+),(\\d+)', 1) AS INTEGER),
     TRY_CAST(regexp_extract(b.kernel_details, 'grid:(\\d+),(\\d+),(\\d+)', 2) AS INTEGER),
@@ -468,8 +472,12 @@ _KERNEL_DETAILS_SQL = """
           + coalesce(TRY_CAST(nullif(regexp_extract(b.kernel_details, 'dynamic_shared:(\\d+)', 1), '')
                               AS BIGINT), 0)),
     TRY_CAST(nullif(regexp_extract(b.kernel_details, 'occ_pct:([0-9.]+)', 1), '') AS DOUBLE)"""
-_INSERT_DEVICE = _INSERT_DEVICE_TEMPLATE.replace("{kernel_details}", _KERNEL_DETAILS_SQL.strip() + ",")
-_INSERT_DEVICE_NO_DETAILS = _INSERT_DEVICE_TEMPLATE.replace("{kernel_details}", ", ".join(["NULL"] * 9) + ",")
+_MEMCPY_BYTES_SQL = "TRY_CAST(nullif(regexp_extract(b.memcpy_details, 'size:(\\d+)', 1), '') AS BIGINT)"
+_INSERT_DEVICE = _INSERT_DEVICE_TEMPLATE.replace("{kernel_details}", _KERNEL_DETAILS_SQL.strip() + ",").replace(
+    "{memcpy_bytes}", _MEMCPY_BYTES_SQL)
+_INSERT_DEVICE_NO_DETAILS = _INSERT_DEVICE_TEMPLATE.replace("{kernel_details}", ", ".join(["NULL"] * 9) + ",").replace(
+    "{memcpy_bytes}", "NULL::BIGINT")
+_GPU_DETAIL_COLS = ("kernel_details", "memcpy_details")
 
 _INSERT_HOST = """
 INSERT INTO host_events (run_id, rank, pid, tid, category, trace_category, name, start_ns, dur_ns,
@@ -545,17 +553,13 @@ class XSpaceReader:
             elif dev is not None:
                 self._device_plane(plane, names, dev)
             elif plane.name in _PYTHON_PLANES and not self.ctx.python_events:
-                n = sum(self._n_events(i, line) for i, line in enumerate(plane.lines))
-                self.n_total += n
-                self.n_python += n
+                self.n_python += sum(n for _, _, n in self._lines(plane))
             elif plane.name in _PYTHON_PLANES:
                 self._host_plane(plane, names, python_plane=True)
             elif plane.name.startswith("/host:") and plane.name not in _SKIPPED_HOST_PLANES:
                 self._host_plane(plane, names)
             else:
-                n = sum(self._n_events(i, line) for i, line in enumerate(plane.lines))
-                self.n_total += n
-                self.n_skipped += n
+                self.n_skipped += sum(n for _, _, n in self._lines(plane))
         self._finish()
 
     def _finish(self) -> None:
@@ -671,11 +675,7 @@ class XSpaceReader:
         ).fetchall()  # consume the result before the next statement runs
         device_rows = _Batch(_DEVICE_COLS, _DEVICE_LINE)
         span_rows = _Batch(_HOST_COLS, _HOST_LINE)
-        for line_index, line in enumerate(plane.lines):
-            n_events = self._n_events(line_index, line)
-            self.n_total += n_events
-            if not n_events:
-                continue
+        for line_index, line, n_events in self._lines(plane):
             line_name = line.name or line.display_name
             stream = _STREAM_LINE.match(line_name)
             if line_name in _OP_LINES or stream is not None:
@@ -755,28 +755,29 @@ class XSpaceReader:
     @staticmethod
     def _add_device_rows(rows: _Batch, ev: _LineEvents, line: dict[str, Any]) -> None:
         """Device activity rows from events read with ``split=_DEVICE_STATS`` (or the CPU-op stats)."""
-        cols = {k: v for k, v in ev.split.items() if k not in ("program_id", "memcpy_details")}
+        cols = dict(ev.split)
         cols["program_id"] = [None if v is None else str(v) for v in ev.split["program_id"]]
-        if "memcpy_details" in ev.split:
-            cols["memcpy_bytes"] = [_memcpy_bytes(v) for v in ev.split["memcpy_details"]]
         rows.add(line, ev, **cols)
 
     def _flush_device(self, rows: _Batch, plane_name: str, device: int) -> None:
-        if rows.rows:
-            arrays = rows.arrays()
-            details = any(v is not None for v in arrays["kernel_details"])
-            self._scan(arrays, _INSERT_DEVICE if details else _INSERT_DEVICE_NO_DETAILS,
-                       {**self.params, **rows.params(), "plane": plane_name, "device": device})
-            self.ctx.progress(rows.rows, 0)
-        rows.clear()
+        def sql(arrays: dict[str, np.ndarray]) -> str:
+            gpu = any(arrays[c].astype(bool).any() for c in _GPU_DETAIL_COLS)  # a non-empty value
+            return _INSERT_DEVICE if gpu else _INSERT_DEVICE_NO_DETAILS
+
+        self._flush(rows, sql, {"plane": plane_name, "device": device})
 
     def _flush_host(self, rows: _Batch, plane_name: str, device: int | None, python_plane: bool | None = None) -> None:
         """Insert host rows; ``python_plane`` (True/False) marks the Python-tracer events kept
         with ``python_events`` as category ``python`` (None: no such events here)."""
+        self._flush(rows, lambda _: _INSERT_HOST, {
+            "plane": plane_name, "device": device, "python": python_plane is not None,
+            "python_plane": bool(python_plane)})
+
+    def _flush(self, rows: _Batch, sql: Callable[[dict[str, np.ndarray]], str], params: dict[str, Any]) -> None:
+        """Insert the batch with the statement ``sql(arrays)``, report progress, empty the batch."""
         if rows.rows:
-            self._scan(rows.arrays(), _INSERT_HOST,
-                       {**self.params, **rows.params(), "plane": plane_name, "device": device,
-                        "python": python_plane is not None, "python_plane": bool(python_plane)})
+            arrays = rows.arrays()
+            self._scan(arrays, sql(arrays), {**self.params, **rows.params(), **params})
             self.ctx.progress(rows.rows, 0)
         rows.clear()
 
@@ -801,11 +802,15 @@ class XSpaceReader:
                 raise TraceInputError(self.path, f"not a valid XSpace protobuf ({exc})") from None
             yield ev
 
-    def _n_events(self, line_index: int, line: xplane_pb2.XLine) -> int:
-        """How many events line ``line_index`` of the current plane has (aggregated ones too)."""
-        if self.lines is None:
-            return len(line.events)
-        return self.lines[self._plane_index][line_index][2]
+    def _lines(self, plane: xplane_pb2.XPlane) -> Iterator[tuple[int, xplane_pb2.XLine, int]]:
+        """(index, line, event count) of the plane's lines that have events; every event is
+        counted in ``n_total`` (aggregated ones too)."""
+        spans = self.lines[self._plane_index] if self.lines is not None else None
+        for index, line in enumerate(plane.lines):
+            n = spans[index][2] if spans is not None else len(line.events)
+            self.n_total += n
+            if n:
+                yield index, line, n
 
     # -- host planes --------------------------------------------------------------------------
 
@@ -823,11 +828,7 @@ class XSpaceReader:
             op_ids = op_ids if len(op_ids) else None
         rows = _Batch(_HOST_COLS, _HOST_LINE)
         cpu_ops = _Batch(_DEVICE_COLS, _DEVICE_LINE)
-        for line_index, line in enumerate(plane.lines):
-            n_events = self._n_events(line_index, line)
-            self.n_total += n_events
-            if not n_events:
-                continue
+        for line_index, line, _ in self._lines(plane):
             tid = line.display_name or line.name
             for ev in self._line_events(line_index, line, names, drop_ids=drop_ids,
                                         split=_CPU_OP_STATS if op_ids is not None else (), op_ids=op_ids):
@@ -923,13 +924,3 @@ def _str_or_none(v: Any) -> str | None:
     if v is None or isinstance(v, bytes):
         return None
     return str(v)
-
-
-_MEMCPY_SIZE = re.compile(r"size:(\d+)")
-
-
-def _memcpy_bytes(details: Any) -> int | None:
-    if not isinstance(details, str):
-        return None
-    m = _MEMCPY_SIZE.search(details)
-    return int(m.group(1)) if m else None
