@@ -52,8 +52,11 @@ def run_query(sql: str, store: str | Path | None = None) -> Rows:
     The connection is read-only with external access disabled: statements that write, attach
     databases, read or write files are rejected by DuckDB and reported as :class:`QueryError`.
     """
+    from tracekit.analysis import library
+
     path = Path(store) if store is not None else default_store_path()
     with open_store(path, read_only=True) as con:
+        library.install(con)
         try:
             rel = con.execute(sql)
             columns = [d[0] for d in rel.description] if rel.description else []

@@ -80,6 +80,9 @@ def analyze_run(
 
     The run's previous rows of those analyzers are replaced in one transaction.
     """
+    from tracekit.analysis import library
+
+    library.install(con)
     chosen = names or sorted(ANALYZERS)
     results = {n: ANALYZERS[n]().analyze(con, run_id) for n in chosen}
     now = utc_now()

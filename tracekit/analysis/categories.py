@@ -14,9 +14,10 @@ Rules, first match wins:
    through to the name rules, so a Pallas ``ragged_paged_attention`` custom call is attention.
 3. The kernel name, case-insensitive regexes, in this order (order matters: a
    ``fused_add_rms_norm`` kernel is norm, not elementwise; a ``flash_fwd`` kernel whose template
-   arguments mention cutlass is attention, not gemm): memcpy blit kernels
-   (``rocclr_copyBuffer``/``fillBuffer``), communication, attention, norm, gemm, elementwise,
-   else ``other``.
+   arguments mention cutlass is attention, not gemm; a Triton ``_matmul_ogs`` MoE GEMM or a
+   ``fused_moe`` kernel is moe, not gemm): memcpy blit kernels (``rocclr_copyBuffer``/``fillBuffer``),
+   communication, moe, attention, norm, gemm, reduction (reduce kernels, softmax, argmax/top-k,
+   sorts, Triton reductions), elementwise, else ``other``.
 
 Communication is matched before every compute class: the B200 ``multimem_all_reduce_kernel``
 (symmetric-memory all-reduce) is communication even though it runs on the SMs.
@@ -24,7 +25,7 @@ Communication is matched before every compute class: the B200 ``multimem_all_red
 
 from __future__ import annotations
 
-CATEGORIES = ("gemm", "attention", "norm", "elementwise", "communication", "memcpy", "other")
+CATEGORIES = ("gemm", "attention", "moe", "norm", "elementwise", "reduction", "communication", "memcpy", "other")
 
 # XProf hlo_category classes (lower-cased).
 _HLO_MEMCPY = r"^copy"
@@ -39,12 +40,14 @@ NAME_PATTERNS: dict[str, str] = {
         r"nccl|rccl|all_?reduce|all_?gather|reduce_?scatter|multimem|cross_device_reduce"
         r"|all_?to_?all|sendrecv"
     ),
-    "attention": r"flash(_|attn|::)|fmha|attention|attn|(^|[^a-z])mha|sdpa",
+    "moe": r"moe|matmul_ogs|topk_softmax|_experts?_|expert_|grouped_gemm|moe_align|moe_sum",
+    "attention": r"flash(_|attn|::)|fmha|attention|attn|(^|[^a-z])mha|sdpa|paged_?attention|unified_attention",
     "norm": r"rms_?norm|layer_?norm|norm_kernel|group_?norm|batch_?norm",
     "gemm": (
         r"gemm|gemv|^cijk_|^_?matmul|_matmul_kernel|sm[0-9]+_xmma|wvspl?i?tk|hipblaslt|tensile"
         r"|nvjet|^bmm_|^mm_"
     ),
+    "reduction": r"reduce_kernel|softmax|argmax|argmin|topk|sort|(^|[^a-z])sum_|cross_?entropy|scan_kernel|triton_(red|per)_",
     "elementwise": (
         r"elementwise|silu|gelu|act_and_mul|triton_poi|(^|[^a-z])(add|mul)_|copy_kernel|fill|cast"
         r"|catarray|neg_kernel|rsqrt|pow_tensor|rotary"

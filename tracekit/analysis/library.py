@@ -1,0 +1,215 @@
+"""The analysis SQL library: DuckDB views and macros in ``tracekit/analysis/sql/*.sql``, installed
+as TEMP objects on a connection (read-only connections included), so the analyzers, ``report``,
+``compare``, ``check``, the dashboard and ``tracekit query`` all read the same building blocks.
+
+Modelled on Perfetto's trace-processor standard library: each object is preceded by a comment
+block that documents it and every column it returns::
+
+    -- One row per idle gap of a device inside the run window, with its cause.
+    -- @column run_id    VARCHAR  the run
+    -- @column dur_ns    BIGINT   the gap's length (ns)
+    CREATE OR REPLACE TEMP VIEW idle_gaps AS ...;
+
+``@column NAME TYPE description`` (one per output column, in order), ``@arg NAME TYPE
+description`` for a macro's parameters and ``@returns TYPE description`` for a scalar macro.
+:func:`objects` parses the blocks; the test suite fails when a view's or table macro's actual
+columns differ from the documented ones, and ``docs/sql.md`` is generated from the same text
+(:func:`markdown`). Files are installed in :data:`FILES` order (later files use earlier ones).
+
+Placeholders ``{name}`` in a file are filled from :func:`_placeholders` (the one kernel-class
+``CASE`` of :mod:`tracekit.analysis.categories`, the thresholds below), so Python and SQL share
+one definition of each.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from functools import cache
+from importlib import resources
+
+import duckdb
+
+#: Library files in install order.
+FILES = ("classes.sql", "timeline.sql", "steps.sql", "idle.sql", "workload.sql")
+
+#: A device timeline is cut into separate sessions at gaps longer than this (ns): a run stitched
+#: from unrelated captures (days apart) is judged on its busiest session, the rest reported as
+#: trimmed. One minute: longer than any compile, warm-up or data-loading stall seen in the corpus
+#: (the TPU v6e capture's 5.5 s gaps stay inside the window), shorter than the gap between two
+#: separate captures.
+SESSION_GAP_NS = 60_000_000_000
+#: A gap shorter than this with work already queued is launch overhead between kernels (HTA's 30 µs).
+KERNEL_WAIT_NS = 30_000
+#: A host span explains an idle gap when it covers at least this share of it.
+CAUSE_MIN_COVER = 0.5
+
+
+@dataclass
+class Column:
+    name: str
+    type: str
+    doc: str
+
+
+@dataclass
+class SqlObject:
+    """One documented view or macro of the library."""
+
+    kind: str  # 'view' | 'macro' | 'table_macro'
+    name: str
+    doc: str
+    file: str
+    sql: str
+    columns: list[Column] = field(default_factory=list)
+    args: list[Column] = field(default_factory=list)
+    returns: str | None = None
+
+
+_CREATE = re.compile(
+    r"^CREATE\s+OR\s+REPLACE\s+TEMP\s+(VIEW|MACRO)\s+([a-z_][a-z0-9_]*)", re.IGNORECASE | re.MULTILINE
+)
+_TAG = re.compile(r"^@(column|arg|returns)\s+(.*)$")
+
+
+def _placeholders() -> dict[str, str]:
+    from tracekit.analysis.categories import category_case_sql
+
+    return {
+        "kernel_class_case": category_case_sql("name", "category", "hlo_category"),
+        "session_gap_ns": str(SESSION_GAP_NS),
+        "kernel_wait_ns": str(KERNEL_WAIT_NS),
+        "cause_min_cover": repr(CAUSE_MIN_COVER),
+    }
+
+
+def _read(name: str) -> str:
+    return resources.files("tracekit.analysis").joinpath("sql", name).read_text(encoding="utf-8")
+
+
+def _statements(text: str) -> list[str]:
+    """Split a file into statements at a ``;`` that ends a line (the files never put one
+    inside a string at a line end)."""
+    out, cur = [], []
+    for line in text.splitlines():
+        cur.append(line)
+        if line.rstrip().endswith(";"):
+            out.append("\n".join(cur))
+            cur = []
+    if "".join(cur).strip():
+        out.append("\n".join(cur))
+    return out
+
+
+@cache
+def objects() -> tuple[SqlObject, ...]:
+    """Every documented object of the library, in install order, with its SQL filled in."""
+    fill = _placeholders()
+    out: list[SqlObject] = []
+    for fname in FILES:
+        for stmt in _statements(_read(fname)):
+            m = _CREATE.search(stmt)
+            if not m:
+                continue
+            head = stmt[: m.start()]
+            comment = [ln.strip()[2:].strip() if ln.strip().startswith("--") else None for ln in head.splitlines()]
+            # the doc block is the run of comment lines right above CREATE
+            block: list[str] = []
+            for ln in reversed(comment):
+                if ln is None:
+                    if block:
+                        break
+                    continue
+                block.append(ln)
+            block.reverse()
+            body = stmt[m.start():]
+            for key, value in fill.items():
+                body = body.replace("{" + key + "}", value)
+            kind = m.group(1).lower()
+            if kind == "macro":
+                kind = "table_macro" if re.search(r"\)\s+AS\s+TABLE\b", body, re.IGNORECASE) else "macro"
+            obj = SqlObject(kind=kind, name=m.group(2), doc="", file=fname, sql=body)
+            text: list[str] = []
+            for ln in block:
+                t = _TAG.match(ln)
+                if t is None:
+                    if obj.columns or obj.args:  # continuation of the last tag's text
+                        last = (obj.columns or obj.args)[-1]
+                        last.doc += " " + ln
+                    else:
+                        text.append(ln)
+                    continue
+                tag, rest = t.group(1), t.group(2)
+                if tag == "returns":
+                    obj.returns = rest
+                    continue
+                parts = rest.split(None, 2)
+                col = Column(parts[0], parts[1] if len(parts) > 1 else "", parts[2] if len(parts) > 2 else "")
+                (obj.columns if tag == "column" else obj.args).append(col)
+            obj.doc = " ".join(text).strip()
+            out.append(obj)
+    return tuple(out)
+
+
+def install(con: duckdb.DuckDBPyConnection) -> None:
+    """Create (or replace) every library object as a TEMP view/macro on ``con``. Idempotent and
+    cheap (no data is read); works on read-only connections."""
+    con.execute("\n".join(o.sql if o.sql.rstrip().endswith(";") else o.sql + ";" for o in objects()))
+
+
+def names() -> list[str]:
+    """Names of the library's views and macros (what ``tracekit query`` can call)."""
+    return [o.name for o in objects()]
+
+
+def markdown() -> str:
+    """``docs/sql.md``: every object with its description and columns (generated, checked by a test)."""
+    lines = [
+        "# The analysis SQL library",
+        "",
+        "<!-- generated from tracekit/analysis/sql/*.sql by `python -m tracekit.analysis.library`; "
+        "do not edit by hand -->",
+        "",
+        "DuckDB views and macros that the analyzers, `report`, `compare`, `check` and the dashboard "
+        "build on, installed as TEMP objects on every connection tracekit opens for analysis and on "
+        "`tracekit query`'s read-only connection, so they can be called from there:",
+        "",
+        "```sh",
+        "tracekit query \"SELECT cause, count(*), sum(dur_ns)/1e6 AS ms FROM idle_gaps WHERE run_id = 'RUN' GROUP BY ALL\"",
+        "```",
+        "",
+        "Times are integer nanoseconds on the trace's clock unless a column says otherwise; "
+        "fractions are 0..1. Every view covers every run of the store: filter on `run_id` "
+        "(DuckDB pushes the filter down to the base tables).",
+        "",
+    ]
+    for fname in FILES:
+        objs = [o for o in objects() if o.file == fname]
+        if not objs:
+            continue
+        lines += [f"## `{fname}`", ""]
+        for o in objs:
+            sig = o.name
+            if o.kind != "view":
+                sig += "(" + ", ".join(a.name for a in o.args) + ")"
+            lines += [f"### `{sig}` ({o.kind.replace('_', ' ')})", "", o.doc, ""]
+            if o.args:
+                lines += ["| argument | type | meaning |", "|---|---|---|"]
+                lines += [f"| `{a.name}` | {a.type} | {a.doc} |" for a in o.args]
+                lines.append("")
+            if o.returns:
+                lines += [f"Returns: {o.returns}", ""]
+            if o.columns:
+                lines += ["| column | type | meaning |", "|---|---|---|"]
+                lines += [f"| `{c.name}` | {c.type} | {c.doc} |" for c in o.columns]
+                lines.append("")
+    return "\n".join(lines).rstrip() + "\n"
+
+
+if __name__ == "__main__":  # regenerate docs/sql.md
+    import sys
+    from pathlib import Path
+
+    target = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).resolve().parents[2] / "docs" / "sql.md"
+    target.write_text(markdown(), encoding="utf-8")
+    print(f"wrote {target}")
