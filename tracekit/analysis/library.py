@@ -31,7 +31,7 @@ from importlib import resources
 import duckdb
 
 #: Library files in install order.
-FILES = ("classes.sql", "timeline.sql", "steps.sql", "idle.sql", "workload.sql")
+FILES = ("classes.sql", "timeline.sql", "idle.sql", "steps.sql", "workload.sql")
 
 #: A device timeline is cut into separate sessions at gaps longer than this (ns): a run stitched
 #: from unrelated captures (days apart) is judged on its busiest session, the rest reported as

@@ -1,0 +1,136 @@
+-- steps.sql: the one step-marker parser, steps with the GPU span of their own work, and phases.
+
+-- Host annotations that mark a step, with what they say about it. Families (best first):
+-- `vllm` execute_{n}_context_{c}(…)_generation_{g}(…) (TraceLens' vLLM/SGLang hook, the outermost
+-- span of a scheduler step, sampling included; also execute_context_{c}(…)_generation_{g}(…));
+-- `sglang` step[DECODE bs=N] / step[EXTEND bs=N toks=T] / PREFILL / MIXED / IDLE (closes before
+-- the sampling kernels are launched); `phase` annotations named exactly decode_step /
+-- prefill_step / decode / prefill; `execute_model` (vLLM's model-runner span, phase unknown);
+-- `profiler_step` (ProfilerStep#N); `device_step` (XPlane step lines on the device). Graph-capture
+-- annotations (capture_32_DECODE) and names that merely contain "decode" are not steps.
+-- @column run_id VARCHAR the run
+-- @column rank INTEGER the rank
+-- @column family VARCHAR sglang | vllm | phase | execute_model | profiler_step | device_step
+-- @column family_rank INTEGER 1 (best) .. 6: the run's steps come from its best family
+-- @column name VARCHAR the annotation's name
+-- @column start_ns BIGINT annotation start (ns; host clock, device clock for device_step)
+-- @column end_ns BIGINT annotation end (ns)
+-- @column on_device BOOLEAN the marker is on the device timeline (device_step)
+-- @column phase VARCHAR decode | prefill | mixed | idle | NULL (the marker does not say)
+-- @column batch_size BIGINT requests in the step when the marker says (SGLang bs=, vLLM c+g)
+-- @column new_tokens BIGINT tokens processed in the step when the marker says (decode: one per request)
+-- @column context_tokens BIGINT Σ context length the decode requests attend over (vLLM sk of the generation part)
+CREATE OR REPLACE TEMP VIEW step_markers AS
+WITH a AS (
+  SELECT run_id, rank, name, start_ns, end_ns, on_device, is_profiler_step,
+         regexp_extract(name, '^step\[(DECODE|EXTEND|PREFILL|MIXED|IDLE)\b([^\]]*)\]', ['kind', 'rest'], 'i') AS sg,
+         regexp_extract(name, '^execute_(?:([0-9]+)_)?context_([0-9]+)\(([^)]*)\)_generation_([0-9]+)\(([^)]*)\)',
+                        ['n', 'c', 'cargs', 'g', 'gargs']) AS vl
+  FROM annotations),
+f AS (
+  SELECT *,
+    CASE WHEN sg.kind <> '' AND NOT on_device THEN 'sglang'
+         WHEN vl.c <> '' AND NOT on_device THEN 'vllm'
+         WHEN lower(name) IN ('decode_step', 'prefill_step', 'decode', 'prefill') AND NOT on_device THEN 'phase'
+         WHEN name = 'execute_model' AND NOT on_device THEN 'execute_model'
+         WHEN is_profiler_step AND NOT on_device THEN 'profiler_step'
+         WHEN is_profiler_step AND on_device AND NOT regexp_matches(name, '^ProfilerStep#') THEN 'device_step'
+    END AS family
+  FROM a)
+SELECT run_id, rank, family,
+       CASE family WHEN 'vllm' THEN 1 WHEN 'sglang' THEN 2 WHEN 'phase' THEN 3 WHEN 'execute_model' THEN 4
+                   WHEN 'profiler_step' THEN 5 ELSE 6 END AS family_rank,
+       name, start_ns, end_ns, on_device,
+       CASE family
+         WHEN 'sglang' THEN CASE upper(sg.kind) WHEN 'DECODE' THEN 'decode' WHEN 'MIXED' THEN 'mixed'
+                                                WHEN 'IDLE' THEN 'idle' ELSE 'prefill' END
+         WHEN 'vllm' THEN CASE WHEN vl.c::BIGINT = 0 AND vl.g::BIGINT > 0 THEN 'decode'
+                               WHEN vl.c::BIGINT > 0 AND vl.g::BIGINT = 0 THEN 'prefill'
+                               WHEN vl.c::BIGINT > 0 AND vl.g::BIGINT > 0 THEN 'mixed' END
+         WHEN 'phase' THEN CASE WHEN lower(name) LIKE 'decode%' THEN 'decode' ELSE 'prefill' END
+       END AS phase,
+       CASE family
+         WHEN 'sglang' THEN TRY_CAST(regexp_extract(sg.rest, '\bbs=([0-9]+)', 1) AS BIGINT)
+         WHEN 'vllm' THEN vl.c::BIGINT + vl.g::BIGINT
+       END AS batch_size,
+       CASE family
+         WHEN 'sglang' THEN coalesce(TRY_CAST(regexp_extract(sg.rest, '\btoks=([0-9]+)', 1) AS BIGINT),
+                                     CASE WHEN upper(sg.kind) = 'DECODE'
+                                          THEN TRY_CAST(regexp_extract(sg.rest, '\bbs=([0-9]+)', 1) AS BIGINT) END)
+         WHEN 'vllm' THEN coalesce(TRY_CAST(nullif(vl.n, '') AS BIGINT),
+                                   TRY_CAST(regexp_extract(vl.cargs, '^([0-9]+)_', 1) AS BIGINT) + vl.g::BIGINT)
+       END AS new_tokens,
+       CASE family WHEN 'vllm' THEN TRY_CAST(regexp_extract(vl.gargs, '^sq[0-9]+sk([0-9]+)', 1) AS BIGINT) END
+         AS context_tokens
+FROM f WHERE family IS NOT NULL;
+
+-- Steps: the markers of each rank's best family, numbered by start, with the device work that
+-- belongs to them. A device row belongs to the step whose marker holds the start of the row's
+-- launching call (graph replays included: every kernel of a replay belongs to the step that
+-- launched it); a row without a launching call (XLA ops, RPD/rocprof rows without API
+-- correlation) by its own start. The step time is the GPU span of the step's own work
+-- (device_end_ns − device_start_ns), not the host marker: host markers close before the GPU has
+-- run what they launched, and a host block inside a step (a blocking copy) shows as the gap
+-- between the marker's start and device_start_ns. Idle gaps inside the span that a host block
+-- explains (idle_gaps of kind sync, data_loading, compile, graph_capture) are counted in
+-- blocked_ns and left out of step_time_ns: they are reported as idle with their cause, and a
+-- step time that included a 463 ms blocking copy would describe the copy, not the step.
+-- @column run_id VARCHAR the run
+-- @column rank INTEGER the rank
+-- @column step BIGINT 1, 2, ... by marker start per rank
+-- @column family VARCHAR the marker family (step_markers.family)
+-- @column name VARCHAR the marker's name
+-- @column phase VARCHAR decode | prefill | mixed | idle | NULL (unknown: see run_workload for structure)
+-- @column batch_size BIGINT requests in the step when the marker says
+-- @column new_tokens BIGINT tokens processed when the marker says
+-- @column context_tokens BIGINT Σ context the decode requests attend over, when the marker says
+-- @column host_start_ns BIGINT marker start (ns)
+-- @column host_end_ns BIGINT marker end (ns)
+-- @column device_start_ns BIGINT first start of the step's device rows (ns; NULL when none)
+-- @column device_end_ns BIGINT last end of the step's device rows (ns)
+-- @column device_span_ns BIGINT device_end_ns − device_start_ns (ns)
+-- @column blocked_ns BIGINT idle inside the span explained by a host block (sync, DataLoader, compile, graph capture) (ns)
+-- @column step_time_ns BIGINT device_span_ns − blocked_ns: the step time (ns)
+-- @column n_kernels BIGINT device rows of category kernel in the step
+-- @column n_rows BIGINT device rows of every category in the step
+-- @column kernel_time_ns BIGINT Σ dur_ns of the step's device rows (ns)
+-- @column host_lead_ns BIGINT device_start_ns − host_start_ns: how long after the marker opened the GPU began the step's work (ns)
+CREATE OR REPLACE TEMP VIEW steps AS
+WITH best AS (
+  SELECT *, min(family_rank) OVER (PARTITION BY run_id, rank) AS best_rank FROM step_markers),
+st AS (
+  SELECT run_id, rank, row_number() OVER (PARTITION BY run_id, rank ORDER BY start_ns, end_ns) AS step,
+         family, name, phase, batch_size, new_tokens, context_tokens, start_ns AS host_start_ns,
+         end_ns AS host_end_ns
+  FROM best WHERE family_rank = best_rank),
+calls AS (
+  SELECT run_id, rank, correlation_id, min(start_ns) AS api_ns
+  FROM runtime_calls WHERE correlation_id IS NOT NULL GROUP BY ALL),
+placed AS (
+  SELECT w.run_id, w.rank, w.category, w.start_ns, w.end_ns, w.dur_ns, coalesce(c.api_ns, w.start_ns) AS t
+  FROM device_work w LEFT JOIN calls c
+    ON c.run_id = w.run_id AND c.rank = w.rank AND c.correlation_id = w.correlation_id
+  WHERE w.run_id IN (SELECT run_id FROM st)),
+member AS (
+  SELECT s.run_id, s.rank, s.step, p.category, p.start_ns, p.end_ns, p.dur_ns
+  FROM placed p ASOF JOIN st s ON s.run_id = p.run_id AND s.rank = p.rank AND p.t >= s.host_start_ns
+  WHERE p.t < s.host_end_ns),
+agg AS (
+  SELECT run_id, rank, step, min(start_ns) AS device_start_ns, max(end_ns) AS device_end_ns,
+         count(*) FILTER (WHERE category = 'kernel') AS n_kernels, count(*) AS n_rows,
+         CAST(sum(dur_ns) AS BIGINT) AS kernel_time_ns
+  FROM member GROUP BY ALL),
+blocked AS (
+  SELECT a.run_id, a.rank, a.step,
+         CAST(sum(least(g.end_ns, a.device_end_ns) - greatest(g.start_ns, a.device_start_ns)) AS BIGINT) AS blocked_ns
+  FROM agg a JOIN idle_gaps g
+    ON g.run_id = a.run_id AND g.rank = a.rank AND g.start_ns < a.device_end_ns AND g.end_ns > a.device_start_ns
+   AND g.cause_kind IN ('sync', 'data_loading', 'compile', 'graph_capture')
+  GROUP BY ALL)
+SELECT s.run_id, s.rank, s.step, s.family, s.name, s.phase, s.batch_size, s.new_tokens, s.context_tokens,
+       s.host_start_ns, s.host_end_ns, a.device_start_ns, a.device_end_ns,
+       a.device_end_ns - a.device_start_ns AS device_span_ns, coalesce(bl.blocked_ns, 0) AS blocked_ns,
+       a.device_end_ns - a.device_start_ns - coalesce(bl.blocked_ns, 0) AS step_time_ns, coalesce(a.n_kernels, 0) AS n_kernels,
+       coalesce(a.n_rows, 0) AS n_rows, coalesce(a.kernel_time_ns, 0) AS kernel_time_ns,
+       a.device_start_ns - s.host_start_ns AS host_lead_ns
+FROM st s LEFT JOIN agg a USING (run_id, rank, step) LEFT JOIN blocked bl USING (run_id, rank, step);
