@@ -17,7 +17,8 @@ import duckdb
 
 from tracekit.store import utc_now
 
-Severity = Literal["info", "warning", "critical"]
+#: ``error``: the analyzer itself failed on this run (a bug to report); its other rows are absent.
+Severity = Literal["info", "warning", "critical", "error"]
 Better = Literal["lower", "higher"]
 
 ANALYZERS: dict[str, type[Analyzer]] = {}
@@ -84,7 +85,24 @@ def analyze_run(
 
     library.install(con)
     chosen = names or sorted(ANALYZERS)
-    results = {n: ANALYZERS[n]().analyze(con, run_id) for n in chosen}
+    # every library view reads only this run's rows while it is analyzed (library.in_scope)
+    con.execute("SET VARIABLE tracekit_run = " + "'" + run_id.replace("'", "''") + "'")
+    results: dict[str, AnalyzerResult] = {}
+    try:
+        for n in chosen:
+            try:
+                results[n] = ANALYZERS[n]().analyze(con, run_id)
+            except Exception as exc:  # one analyzer's bug must not stop the others or the other runs
+                first = (str(exc).strip().splitlines() or [""])[0][:300]
+                results[n] = AnalyzerResult(findings=[Finding(
+                    severity="error",
+                    title=f"analyzer {n} failed on this run: {type(exc).__name__}: {first}",
+                    detail=("This is a tracekit bug, not a property of the trace: the other analyzers ran. "
+                            "Please report it with the trace (or its `tracekit runs` line) and tracekit's version."),
+                    evidence={"exception": type(exc).__name__, "message": first},
+                )])
+    finally:
+        con.execute("RESET VARIABLE tracekit_run")
     now = utc_now()
     con.execute("BEGIN")
     try:

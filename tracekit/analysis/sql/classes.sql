@@ -2,6 +2,14 @@
 -- The CASE itself lives in tracekit/analysis/categories.py (regexes documented there) and is
 -- filled in below as {kernel_class_case}.
 
+-- Whether a run is in the analysis scope: every run, unless the session variable tracekit_run
+-- names one (analyze sets it while it analyzes a run, so that every view reads only that run's
+-- rows; DuckDB folds the variable into a constant filter on the base tables).
+-- @arg run_id VARCHAR a run id
+-- @returns BOOLEAN true when the run is in scope
+CREATE OR REPLACE TEMP MACRO in_scope(run_id) AS
+  (getvariable('tracekit_run') IS NULL OR run_id = getvariable('tracekit_run'));
+
 -- The class of one device activity row: gemm, attention, moe, norm, reduction, elementwise,
 -- communication, memcpy or other (rules in docs/findings.md, "Kernel classes").
 -- @arg name VARCHAR the kernel (or op) name
@@ -38,7 +46,8 @@ CREATE OR REPLACE TEMP MACRO by_design_low_occupancy(name, kclass) AS
 -- @column by_design BOOLEAN by_design_low_occupancy(name, kernel_class)
 CREATE OR REPLACE TEMP VIEW device_work AS
 WITH names AS (
-  SELECT DISTINCT run_id, name, category, hlo_category FROM kernels WHERE category <> 'xla_async'),
+  SELECT DISTINCT run_id, name, category, hlo_category FROM kernels
+  WHERE category <> 'xla_async' AND in_scope(run_id)),
 cls AS (
   SELECT run_id, name, category, coalesce(hlo_category, '') AS hlo,
          kernel_class(name, category, hlo_category) AS kernel_class
@@ -50,7 +59,7 @@ SELECT k.run_id, k.rank, k.device, k.stream, k.category, k.name, k.start_ns,
 FROM kernels k
 JOIN cls c ON c.run_id = k.run_id AND c.name = k.name AND c.category = k.category
           AND c.hlo = coalesce(k.hlo_category, '')
-WHERE k.category <> 'xla_async';
+WHERE k.category <> 'xla_async' AND in_scope(k.run_id);
 
 -- Device time of each run by kernel class: the one "where did the device time go" used by the
 -- analyzers, report, compare and the dashboard. Summed device work (concurrent streams both

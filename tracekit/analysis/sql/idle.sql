@@ -17,34 +17,34 @@
 CREATE OR REPLACE TEMP VIEW idle_cause_spans AS
 WITH begins AS (
   SELECT run_id, rank, tid, start_ns FROM runtime_calls
-  WHERE regexp_matches(name, '^(cuda|hip|cu)StreamBeginCapture')),
+  WHERE regexp_matches(name, '^(cuda|hip|cu)StreamBeginCapture') AND in_scope(run_id)),
 ends AS (
   SELECT run_id, rank, tid, start_ns AS e_start, end_ns AS e_end FROM runtime_calls
-  WHERE regexp_matches(name, '^(cuda|hip|cu)StreamEndCapture'))
+  WHERE regexp_matches(name, '^(cuda|hip|cu)StreamEndCapture') AND in_scope(run_id))
 SELECT b.run_id, b.rank, 'graph_capture' AS cause_kind, 'graph capture' AS cause,
        'StreamBeginCapture…EndCapture' AS name, b.start_ns, e.e_end AS end_ns
 FROM begins b ASOF JOIN ends e ON e.run_id = b.run_id AND e.rank = b.rank AND e.tid IS NOT DISTINCT FROM b.tid
                              AND e.e_start >= b.start_ns
 UNION ALL
 SELECT run_id, rank, 'data_loading', 'DataLoader', name, start_ns, start_ns + dur_ns
-FROM host_events WHERE name LIKE 'enumerate(DataLoader)%'
+FROM host_events WHERE name LIKE 'enumerate(DataLoader)%' AND in_scope(run_id)
 UNION ALL
 SELECT run_id, rank, 'compile', 'compilation', name, start_ns, start_ns + dur_ns
 FROM host_events
 WHERE name IN ('backend_compile_and_load', 'backend_compile', 'entire_frame_compile', 'inductor_compile',
                'compile_fx_inner', 'PjRtComputationClient::Compile', 'PjRtCpuClient::Compile',
                'TfrtTpuCompiler::Compile', 'TpuCompiler::Compile', 'PjRtStreamExecutorClient::Compile',
-               'StreamExecutorGpuClient::Compile', 'PjRtCApiClient::Compile')
+               'StreamExecutorGpuClient::Compile', 'PjRtCApiClient::Compile') AND in_scope(run_id)
 UNION ALL
 SELECT run_id, rank, 'sync', regexp_replace(name, '(_v[0-9]+)?(_ptsz|_spt)?$', ''), name, start_ns, end_ns
 FROM runtime_calls
-WHERE dur_ns > 0 AND (api_kind = 'sync'
+WHERE dur_ns > 0 AND in_scope(run_id) AND (api_kind = 'sync'
    OR (api_kind = 'memcpy' AND NOT regexp_matches(name, '(?i)async')))
 UNION ALL
-SELECT run_id, rank, 'sync', name, name, start_ns, end_ns FROM syncs WHERE dur_ns > 0
+SELECT run_id, rank, 'sync', name, name, start_ns, end_ns FROM syncs WHERE dur_ns > 0 AND in_scope(run_id)
 UNION ALL
 SELECT run_id, rank, 'compiled_region', 'torch.compile region', name, start_ns, start_ns + dur_ns
-FROM host_events WHERE name LIKE 'Torch-Compiled Region%';
+FROM host_events WHERE name LIKE 'Torch-Compiled Region%' AND in_scope(run_id);
 
 -- Every idle gap of a device inside its run window (between two busy islands), with its cause.
 -- A gap's cause is the first of graph_capture, data_loading, compile, sync, compiled_region
@@ -102,9 +102,9 @@ call AS (  -- the launching call of the work that ends each gap
          r.api_kind = 'graph_launch' AND gl.first_kernel_start_ns < g.end_ns AS graph_inner
   FROM g
   JOIN runtime_calls r ON r.run_id = g.run_id AND r.rank = g.rank AND r.correlation_id = g.first_correlation_id
-  LEFT JOIN graph_launches gl
+  LEFT JOIN (SELECT * FROM graph_launches WHERE in_scope(run_id)) gl
     ON gl.run_id = r.run_id AND gl.rank = r.rank AND gl.correlation_id = r.correlation_id
-  WHERE g.first_correlation_id IS NOT NULL
+  WHERE g.first_correlation_id IS NOT NULL AND in_scope(r.run_id)
   QUALIFY row_number() OVER (PARTITION BY g.run_id, g.rank, g.device, g.start_ns ORDER BY r.start_ns) = 1)
 SELECT g.run_id, g.rank, g.device, g.start_ns, g.end_ns, g.dur_ns,
        coalesce(bt.cause, CASE WHEN NOT coalesce(c.graph_inner, false) AND c.submit_ns > g.start_ns THEN 'host'

@@ -26,7 +26,7 @@ WITH a AS (
          regexp_extract(name, '^step\[(DECODE|EXTEND|PREFILL|MIXED|IDLE)\b([^\]]*)\]', ['kind', 'rest'], 'i') AS sg,
          regexp_extract(name, '^execute_(?:([0-9]+)_)?context_([0-9]+)\(([^)]*)\)_generation_([0-9]+)\(([^)]*)\)',
                         ['n', 'c', 'cargs', 'g', 'gargs']) AS vl
-  FROM annotations),
+  FROM annotations WHERE in_scope(run_id)),
 f AS (
   SELECT *,
     CASE WHEN sg.kind <> '' AND NOT on_device THEN 'sglang'
@@ -105,7 +105,7 @@ st AS (
   FROM best WHERE family_rank = best_rank),
 calls AS (
   SELECT run_id, rank, correlation_id, min(start_ns) AS api_ns
-  FROM runtime_calls WHERE correlation_id IS NOT NULL GROUP BY ALL),
+  FROM runtime_calls WHERE correlation_id IS NOT NULL AND in_scope(run_id) GROUP BY ALL),
 placed AS (
   SELECT w.run_id, w.rank, w.category, w.start_ns, w.end_ns, w.dur_ns, coalesce(c.api_ns, w.start_ns) AS t
   FROM device_work w LEFT JOIN calls c

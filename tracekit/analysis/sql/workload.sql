@@ -19,7 +19,7 @@ WITH a AS (
                  'aten::_scaled_dot_product_flash_attention', 'aten::_scaled_dot_product_flash_attention_for_cpu',
                  'aten::_scaled_dot_product_efficient_attention', 'aten::_scaled_dot_product_cudnn_attention',
                  'aten::_flash_attention_forward', 'aten::_efficient_attention_forward')
-    AND input_dims IS NOT NULL AND json_valid(input_dims))
+    AND input_dims IS NOT NULL AND in_scope(run_id) AND json_valid(input_dims))
 SELECT run_id, rank, name, start_ns,
        TRY_CAST(json_extract(input_dims, '$[0][0]') AS BIGINT) AS batch,
        TRY_CAST(json_extract(input_dims, '$[0][' || seq_at || ']') AS BIGINT) AS q_len,
@@ -51,7 +51,7 @@ FROM a;
 -- @column n_mixed_steps BIGINT steps whose marker says mixed prefill + decode
 -- @column evidence VARCHAR one line on why the workload was chosen
 CREATE OR REPLACE TEMP VIEW run_workload AS
-WITH r AS (SELECT run_id FROM runs),
+WITH r AS (SELECT run_id FROM runs WHERE in_scope(run_id)),
 st AS (
   SELECT run_id, count(*) AS n_steps,
          count(*) FILTER (WHERE phase = 'decode') AS n_decode,
@@ -67,7 +67,7 @@ cap AS (
            WHERE s.run_id = c.run_id AND s.rank = c.rank AND s.cause_kind = 'graph_capture'
              AND c.start_ns >= s.start_ns AND c.start_ns < s.end_ns)) AS in_capture,
          count(*) AS launches
-  FROM runtime_calls c WHERE c.api_kind = 'kernel_launch' GROUP BY c.run_id),
+  FROM runtime_calls c WHERE c.api_kind = 'kernel_launch' AND in_scope(c.run_id) GROUP BY c.run_id),
 host AS (
   SELECT run_id,
          count(*) FILTER (WHERE name LIKE 'autograd::engine::evaluate_function%' OR name LIKE '%Backward%'
@@ -78,7 +78,7 @@ host AS (
          count(*) FILTER (WHERE name IN ('aten::conv2d', 'aten::convolution', 'aten::cudnn_convolution',
                                          'aten::miopen_convolution', 'aten::conv3d')) AS n_conv,
          count(*) AS n_host
-  FROM host_events WHERE category IN ('op', 'annotation', 'step', 'name_scope') GROUP BY run_id),
+  FROM host_events WHERE category IN ('op', 'annotation', 'step', 'name_scope') AND in_scope(run_id) GROUP BY run_id),
 dev AS (
   SELECT run_id, count(*) AS n_rows,
          count(*) FILTER (WHERE regexp_matches(lower(name), 'backward|_bwd|bwd_|wgrad|dgrad')) AS n_bwd
