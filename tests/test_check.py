@@ -324,4 +324,4 @@ def test_real_traces_five_runs_per_side(tmp_path: Path, store: Path) -> None:
     assert e.baseline_run in base and e.candidate_run in cand
     assert "closest to that side's median" in e.chosen
     md = to_markdown(res)
-    assert f"| `{MATMUL}` | gemm |" in md.split("Kernels that got slower")[1].splitlines()[4]
+    assert f"| `{MATMUL}` | moe |" in md.split("Kernels that got slower")[1].splitlines()[4]

@@ -43,8 +43,10 @@ def _mine(name: str) -> str | None:
     """The test's own classification of names that are unambiguous; None for everything else."""
     if "multimem_all_reduce" in name or name.startswith("ncclDevKernel"):
         return "communication"
-    if name.startswith(("Cijk_", "_matmul_ogs")):
+    if name.startswith("Cijk_"):
         return "gemm"
+    if name.startswith("_matmul_ogs"):
+        return "moe"
     if name.startswith(("kernel_unified_attention", "fmhaSm100")) or "paged_attention" in name:
         return "attention"
     return None
@@ -95,9 +97,12 @@ def test_category_totals_match_trace(runs: tuple[Path, dict[str, str]]) -> None:
     assert cats["communication"]["a_kernels"] == b200["communication"][0]
     assert cats["communication"]["a_ms"] == pytest.approx(_ms(b200["communication"][1]), abs=1e-3)
     assert cats["communication"]["b_kernels"] == 0
-    # MI300X vLLM decode graph: gemm = the Cijk_* (hipBLASLt) and _matmul_ogs (triton MoE) kernels
-    assert cats["gemm"]["b_kernels"] == mi["gemm"][0] == 121
+    # MI300X vLLM decode graph (gpt-oss-20b): gemm = the Cijk_* (hipBLASLt) kernels, moe = the
+    # _matmul_ogs (Triton MoE expert GEMM) kernels
+    assert cats["gemm"]["b_kernels"] == mi["gemm"][0] == 73
     assert cats["gemm"]["b_ms"] == pytest.approx(_ms(mi["gemm"][1]), abs=1e-3)
+    assert cats["moe"]["b_kernels"] == mi["moe"][0] == 48
+    assert cats["moe"]["b_ms"] == pytest.approx(_ms(mi["moe"][1]), abs=1e-3)
     # attention holds the unified-attention kernels (plus the flash KV-cache writes)
     assert cats["attention"]["b_kernels"] >= mi["attention"][0] == 24
     # memcpy = every gpu_memcpy/gpu_memset event

@@ -432,8 +432,9 @@ def to_html(rep: Report) -> str:
                      f"({BYTES_SQL}) against Σflops/Σ{TIME_SQL}.</p>")
         parts.append(roofline_figure(rep).to_html(full_html=False, include_plotlyjs=True, div_id="roofline"))
     else:
-        parts.append('<p class="note" id="roofline-none">No costable ops: no kernel of this run carries '
-                     "FLOP and byte counts (only XPlane TPU captures do today), so there is no roofline.</p>")
+        parts.append('<p class="note" id="roofline-none">No chart: no kernel of this run carries XLA FLOP and '
+                     "byte counts (only XPlane captures do today). Ops costed from their PyTorch shapes, if any, are "
+                     "in the memory_bound_decode finding, with the share of device time they cover.</p>")
     parts.append("</body></html>\n")
     return "\n".join(parts)
 
@@ -469,6 +470,7 @@ def to_markdown(rep: Report) -> str:
         if t is not None:
             lines.append(_md_table(t))
     lines += ["## Roofline", "",
-              f"Not drawn in Markdown (use an .html report): {len(rep.points)} costable ops. {rep.roof_note}", ""]
+              (f"Not drawn in Markdown (use an .html report): {len(rep.points)} ops with XLA costs (ops costed "
+               f"from PyTorch shapes are in the memory_bound_decode finding). {rep.roof_note}"), ""]
     return "\n".join(lines)
 

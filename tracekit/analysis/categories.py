@@ -40,7 +40,11 @@ NAME_PATTERNS: dict[str, str] = {
         r"nccl|rccl|all_?reduce|all_?gather|reduce_?scatter|multimem|cross_device_reduce"
         r"|all_?to_?all|sendrecv"
     ),
-    "moe": r"moe|matmul_ogs|topk_softmax|_experts?_|expert_|grouped_gemm|moe_align|moe_sum",
+    # not a bare "moe": Inductor names pointwise kernels after the module (triton_poi_…_moe_forward)
+    "moe": (
+        r"fused_moe|moe_(align|sum|gemm|kernel|mlp|wna16|permute|unpermute|topk)|matmul_ogs|topk_softmax"
+        r"|_experts?_|expert_|grouped_gemm"
+    ),
     "attention": r"flash(_|attn|::)|fmha|attention|attn|(^|[^a-z])mha|sdpa|paged_?attention|unified_attention",
     "norm": r"rms_?norm|layer_?norm|norm_kernel|group_?norm|batch_?norm",
     "gemm": (

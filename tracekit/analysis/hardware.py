@@ -9,6 +9,9 @@ Units used throughout:
 
 - ``peak_tflops[dtype]``: **dense** TFLOP/s (10¹² FLOP/s; TOP/s for ``int8``), no 2:4 sparsity.
 - ``hbm_gbps``: GB/s = 10⁹ B/s (never GiB/s; XProf displays GiB/s).
+- ``interconnect_gbps``: GB/s **per direction** of the device's scale-up links (NVLink, Infinity
+  Fabric), all links together: half the "bidirectional" figure vendors print. Collectives' bus
+  bandwidth (NCCL-tests busbw) is compared with it, never with HBM.
 - ``hbm_bytes``: bytes. ``clock_mhz``: MHz. ``price_per_hour_usd``: US dollars per device-hour.
 - :func:`ridge_point`: FLOP/byte.
 
@@ -36,11 +39,11 @@ ENV_VAR = "TRACEKIT_HARDWARE"
 STANDARD_FIELDS = (
     "peak_tflops.bf16", "peak_tflops.fp16", "peak_tflops.fp8", "peak_tflops.int8", "peak_tflops.fp32",
     "hbm_gbps", "hbm_bytes", "compute_units", "matrix_units", "max_warps_per_cu", "warp_size",
-    "matrix_tile", "clock_mhz", "xcc_count",
+    "matrix_tile", "clock_mhz", "xcc_count", "interconnect_gbps",
 )
 
 _NUMBER_FIELDS = (
-    "hbm_gbps", "hbm_bytes", "compute_units", "matrix_units", "cus_per_xcc", "xcc_count",
+    "hbm_gbps", "hbm_bytes", "interconnect_gbps", "compute_units", "matrix_units", "cus_per_xcc", "xcc_count",
     "max_warps_per_cu", "warp_size", "clock_mhz", "price_per_hour_usd",
 )
 _TEXT_FIELDS = ("name", "vendor", "hbm_capacity", "matrix_tile", "notes")
@@ -91,6 +94,7 @@ class DeviceSpec:
     vendor: str
     peak_tflops: Mapping[str, float] = field(default_factory=dict)  # dense TFLOP/s (int8: TOP/s)
     hbm_gbps: float | None = None  # GB/s, 1e9 B/s
+    interconnect_gbps: float | None = None  # GB/s per direction, all scale-up links of the device
     hbm_bytes: int | None = None  # bytes
     hbm_capacity: str | None = None  # as the source spells it
     compute_units: int | None = None  # SMs (NVIDIA), CUs (AMD), TensorCores (TPU)
@@ -245,6 +249,7 @@ def _spec(key: str, t: Mapping[str, Any], origin: Path) -> DeviceSpec:
         vendor=(text("vendor") or "other").lower(),
         peak_tflops=peaks,
         hbm_gbps=num("hbm_gbps"),
+        interconnect_gbps=num("interconnect_gbps"),
         hbm_bytes=whole("hbm_bytes"),
         hbm_capacity=text("hbm_capacity"),
         compute_units=whole("compute_units"),

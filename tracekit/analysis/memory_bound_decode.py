@@ -1,56 +1,56 @@
-"""memory_bound_decode: split prefill from decode, put each op on the roofline, and say how far
-decode is from the bandwidth roof and how much batching headroom that leaves.
+"""memory_bound_decode: put each op with a cost on the roofline, say how much of the run that
+covers, and, only where the run decodes, measure the decode step and how far it is from the
+bandwidth roof.
 
-Inputs (views): ``annotations`` (phase markers), ``kernels`` (device time; XLA cost columns
-``flops``, ``hbm_bytes``, ``bytes_accessed``, ``device_dur_ns`` on TPU), ``runtime_calls`` (launch
-time of each kernel, which places it in a host-side phase window), ``kernel_ops`` (the op that
-launched each kernel, with its ``input_dims``/``input_types``), ``ops`` (CPU-only runs: the GEMM
-ops themselves), ``graph_launches`` (steps replayed as one graph), ``devices`` (identified with
-:func:`tracekit.analysis.hardware.identify`; peaks the trace states win).
+Inputs (views): ``run_workload`` (what the run is; decode is claimed only where ``has_decode``:
+a serving step marker of phase decode/mixed, or the structural growing-KV evidence), ``steps``
+(the one step-marker parser: phases, tokens and ``step_time_ns``), ``run_window`` (each device's
+window and busy time), ``kernels`` (device time; XLA cost columns ``flops``, ``hbm_bytes``,
+``bytes_accessed``, ``device_dur_ns``), ``runtime_calls`` (the launching call of each kernel:
+places it in a step's host window, and says whether it was a graph replay), ``kernel_ops`` (the op
+that launched each kernel, with ``input_dims``/``input_types``), ``ops`` (CPU-only runs),
+``devices`` (identified with :func:`tracekit.analysis.hardware.identify`; peaks the trace states
+win).
 
-Phases:
-* explicit annotations: SGLang ``step[DECODE bs=N]`` / ``step[EXTEND …]`` / ``step[PREFILL …]``;
-  TraceLens/vLLM ``execute_<t>_context_<c>(…)_generation_<g>(…)`` (``c = 0, g > 0``: decode of
-  ``g`` tokens; ``c > 0, g = 0``: prefill; both: mixed); otherwise any annotation or XPlane step
-  marker whose name contains ``decode`` or ``prefill``/``extend``. Overlapping windows form one
-  step; a step whose windows disagree is ``mixed``. A kernel belongs to the step whose window
-  holds its launching call (its own start when it has none): host windows end before the GPU runs.
-* structure, when no annotation names a phase and at least ``MIN_STRUCTURAL_REPEATS`` GEMM
-  executions have at most ``DECODE_MAX_ROWS`` rows (tokens): each GEMM op with shapes is decode
-  when it has at most ``DECODE_MAX_ROWS`` rows, prefill otherwise. Graph-replayed kernels with
-  neither markers nor shapes are not classified.
+Phases come only from ``steps``: a kernel (an op) is in the phase of the step whose host window
+holds its launching call (its own start when it has none), as in the ``steps`` view. Nothing
+else names a phase: not an annotation that merely contains "decode", not small GEMMs.
 
 Cost model (per op):
 * XLA (TPU): ``flops`` and ``hbm_bytes`` (else ``bytes_accessed``) of each execution, time =
-  ``device_dur_ns`` (XProf's device clock). Async copy halves (``copy-start``/``copy-done``: the
-  wait for a DMA, not an op's execution) are not counted.
-* PyTorch shapes (``aten::mm``, ``addmm``, ``bmm``, ``baddbmm``, ``_scaled_mm``; wrappers such as
-  ``aten::linear``/``matmul`` are not counted, their leaf GEMM is): FLOPs = 2·M·N·K (·batch);
-  bytes = (M·K + K·N + M·N (+ bias)) elements × dtype width, each operand read or written once;
-  time = Σ ``dur_ns`` of the kernels the op launched (a CPU-only run: the op's own ``dur_ns``).
-* PyTorch attention (:data:`ATTENTION_OPS`: SDPA and its flash/efficient/cuDNN/math/CPU variants,
-  ``_flash_attention_forward``, ``_efficient_attention_forward``): FLOPs = 4·B·H·Sq·Sk·D (QKᵀ and
-  PV; halved when ``is_causal`` is recorded true and Sq = Sk); bytes = Q + K + V + O elements ×
-  dtype width (:func:`attention_cost`).
-* PyTorch elementwise and normalization ops (:data:`ELEMENTWISE_OPS`: add/sub/mul/div, activations,
-  softmax, layer/RMS norm, vLLM/SGLang/aiter fused norms and silu-and-mul): FLOPs = output elements ×
-  a per-element cost; bytes = tensor inputs + output × dtype width (:func:`elementwise_cost`).
-  A CPU-only run leaves out an op that encloses another costed op (its own span includes it).
-  vLLM/SGLang attention ops (``vllm::unified_attention*``) record only the new tokens' q/k/v, not
-  the context length, so they get no cost; other ops count in the phase's time but not in its
+  ``device_dur_ns``. Async copy halves (``copy-start``/``copy-done``) are not counted.
+* PyTorch GEMMs (``aten::mm``, ``addmm``, ``bmm``, ``baddbmm``, ``_scaled_mm``): FLOPs = 2·M·N·K
+  (·batch); bytes = (M·K + K·N + M·N (+ bias)) elements × dtype width; time = Σ ``dur_ns`` of the
+  kernels the op launched (CPU-only: the op's own ``dur_ns``).
+* PyTorch attention (:data:`ATTENTION_OPS`): FLOPs = 4·B·H·Sq·Sk·D (halved when causal and
+  Sq = Sk); bytes = Q + K + V + O (:func:`attention_cost`).
+* Elementwise and normalization ops (:data:`ELEMENTWISE_OPS`): FLOPs = output elements × a
+  per-element cost; bytes = tensor inputs + output (:func:`elementwise_cost`). A CPU-only run
+  leaves out an op that encloses another costed op. vLLM/SGLang attention ops and graph-replayed
+  kernels (no op shapes) get no cost: they count in the time the coverage is taken over, never in
   FLOPs or bytes.
 
-Math: AI = FLOPs ÷ bytes (FLOP/B); ridge = peak bf16 FLOP/s ÷ peak HBM B/s; an op is
-``memory-bound`` when AI < ridge. Achieved FLOP/s = ΣFLOPs ÷ Σtime and bytes/s = Σbytes ÷ Σtime
-over the counted ops; MFU and MBU divide them by the peaks. A decode GEMM with M token rows and
-weights of width w bytes has AI < 2·M/w whatever N and K are (the weight matrix alone is N·K·w
-bytes), so decode is memory-bound by structure when 2·M/w < ridge even without shapes. Batching
-headroom ≈ ridge ÷ decode AI: the factor by which the batch can grow before the decode GEMMs
-reach the ridge (weight reads are shared by the batch, so step time grows little until then).
+Run-level math (every workload): over the costed ops AI = ΣFLOPs ÷ Σbytes, achieved rates
+Σ ÷ Σtime, ``costed_mbu``/``costed_mfu`` = those ÷ the peaks: figures of the costed ops only,
+stated with ``cost_coverage`` = costed time ÷ device busy time (Σ ``run_window.busy_ns``). The
+run's own utilisation is bounded below by ``mbu_lower_bound`` = Σ costed bytes ÷ (Σ
+``run_window.window_ns`` × peak HBM B/s) and ``mfu_lower_bound`` (same with FLOPs): uncosted work
+only adds. No figure from the costed subset is stored as the run's MBU or MFU.
 
-Thresholds: decode memory-bound with headroom ≥ ``HEADROOM_WARNING``× is a ``warning``, else
-``info``; the phase-level MBU/MFU metrics are reported only when the costed ops cover at least
-``MIN_COST_COVERAGE`` of the phase's kernel time (else the finding lists what is missing).
+Decode math (``has_decode`` only): ``decode_step_time_ms`` = median over the decode steps of
+``steps.step_time_ns`` ÷ 1e6 (a run without device work: the step's host span). Decode kernel
+time = Σ kernels launched inside decode steps; ``decode_cost_coverage`` = costed decode op time ÷
+that. Decode AI, MBU and MFU are stored only when the coverage is ≥ ``MIN_COST_COVERAGE``. A
+decode weight GEMM with M token rows and w-byte weights has AI < 2·M/w whatever N and K are, so
+it is memory-bound by structure when 2·M/w < ridge (ridge = peak bf16 FLOP/s ÷ peak HBM B/s);
+M = the steps' new tokens (their batch), w from the GEMM kernel names (else 1 B, the loosest
+ceiling). Batching headroom = ridge ÷ measured decode AI; ``decode_batching_headroom_bound`` =
+ridge ÷ (2·M/w), a lower bound on the weight GEMMs' headroom (attention's KV reads do not
+amortise over the batch).
+
+Severity: what a fix would save as a share of the run's device window: reaching the HBM roof
+saves decode kernel time × (1 − decode MBU) (only with measured MBU); ≥ ``SAVING_WARNING`` is a
+``warning``, ≥ ``SAVING_CRITICAL`` ``critical``, else (or unknown) ``info``.
 """
 
 from __future__ import annotations
@@ -58,7 +58,8 @@ from __future__ import annotations
 import json
 import math
 import re
-from dataclasses import dataclass, field
+import statistics
+from dataclasses import dataclass
 from typing import Any
 
 import duckdb
@@ -66,9 +67,8 @@ import duckdb
 from tracekit.analysis.base import Analyzer, AnalyzerResult, Finding, Metric, Severity
 from tracekit.analysis.hardware import DeviceSpec, identify, ridge_point
 
-DECODE_MAX_ROWS = 128  # rows (tokens) of a GEMM's activation matrix still counted as decode
-MIN_STRUCTURAL_REPEATS = 8  # small-row GEMM executions needed to call a run without markers decode
-HEADROOM_WARNING = 2.0  # × batch growth before the ridge: below this, decode is near the ridge
+SAVING_WARNING = 0.10  # share of the device window a fix would save: warning from here
+SAVING_CRITICAL = 0.30  # ... critical from here
 MIN_COST_COVERAGE = 0.5  # fraction of a phase's kernel time that must carry a cost for MBU/MFU
 RIDGE_DTYPE = "bf16"  # the peak the ridge is taken at (TPU planes state only this one)
 
@@ -89,35 +89,8 @@ FLOAT_DTYPES = frozenset(k for k in DTYPE_BYTES if k in ("double", "float") or "
 _NAME_WIDTHS = ((r"mxfp4|fp4", 0.5), (r"fp8|f8|e4m3|e5m2", 1.0), (r"bf16|_BBS_|_HHS_|f16|half", 2.0),
                 (r"f32|_SS_|_SSS_", 4.0))
 
-_SGLANG = re.compile(r"^step\[(DECODE|EXTEND|PREFILL|MIXED|IDLE)\b([^\]]*)\]", re.IGNORECASE)
-_BS = re.compile(r"\bbs=(\d+)")
-_EXECUTE = re.compile(r"^execute_\d+_context_(\d+)\(.*\)_generation_(\d+)\(")
 
 
-def classify_annotation(name: str) -> tuple[str, int | None] | None:
-    """Phase (``decode``/``prefill``/``mixed``) and decode tokens per step named by an annotation."""
-    m = _SGLANG.match(name)
-    if m:
-        kind = m.group(1).upper()
-        if kind == "IDLE":
-            return None
-        phase = {"DECODE": "decode", "MIXED": "mixed"}.get(kind, "prefill")
-        bs = _BS.search(m.group(2))
-        return phase, int(bs.group(1)) if phase == "decode" and bs else None
-    m = _EXECUTE.match(name)
-    if m:
-        ctx, gen = int(m.group(1)), int(m.group(2))
-        if ctx == 0 and gen > 0:
-            return "decode", gen
-        if gen == 0 and ctx > 0:
-            return "prefill", None
-        return ("mixed", None) if ctx and gen else None
-    low = name.lower()
-    if "prefill" in low or "extend" in low:
-        return "prefill", None
-    if "decode" in low:
-        return "decode", None
-    return None
 
 
 def gemm_cost(op: str, dims: list[Any], types: list[Any]) -> tuple[float, float, int] | None:
@@ -302,33 +275,13 @@ def weight_width_from_names(names: list[str]) -> float | None:
 
 @dataclass
 class Step:
+    """One step of the ``steps`` view that names a phase: its host window places kernels and ops."""
+
     rank: int
     start: int
     end: int
     phase: str
-    tokens: int | None
-    names: list[str] = field(default_factory=list)
     id: int = 0
-
-
-def merge_windows(rows: list[tuple[int, str, int, int]]) -> list[Step]:
-    """Overlapping phase windows (per rank) → steps; a step whose windows disagree is ``mixed``."""
-    out: list[Step] = []
-    for rank, name, start, end in sorted(rows, key=lambda r: (r[0], r[2], -r[3])):
-        c = classify_annotation(name)
-        if c is None:
-            continue
-        phase, tokens = c
-        cur = out[-1] if out else None
-        if cur is not None and cur.rank == rank and start <= cur.end:
-            cur.end = max(cur.end, end)
-            if phase != cur.phase:
-                cur.phase = "mixed"
-            cur.tokens = cur.tokens or tokens
-            cur.names.append(name)
-        else:
-            out.append(Step(rank, start, end, phase, tokens, [name], len(out)))
-    return out
 
 
 @dataclass
@@ -346,100 +299,115 @@ class Costed:
     shape: str | None = None
 
 
+@dataclass
+class Run:
+    """What the run is (``run_workload``) and its device window (``run_window``, Σ over devices)."""
+
+    workload: str
+    has_decode: bool
+    decode_evidence: str | None
+    workload_evidence: str
+    window_ns: int | None
+    busy_ns: int | None
+
+
 class MemoryBoundDecode(Analyzer, name="memory_bound_decode"):
-    summary = "prefill vs decode, per-op roofline class, decode MBU/MFU and batching headroom"
+    summary = "per-op roofline with its coverage; decode step time, MBU/MFU and batching headroom (decode only)"
 
     def analyze(self, con: duckdb.DuckDBPyConnection, run_id: str) -> AnalyzerResult:
         spec = self._device(con, run_id)
         ridge = ridge_point(spec, RIDGE_DTYPE) if spec else None
-        ann = con.execute(
-            """SELECT rank, name, start_ns, end_ns FROM annotations
-               WHERE run_id = ? AND regexp_matches(name,
-                 '(?i)(decode|prefill|extend|^step\\[(DECODE|EXTEND|PREFILL|MIXED)|^execute_[0-9]+_context_)')""",
-            [run_id],
-        ).fetchall()
-        steps = merge_windows([(int(r), str(n), int(s), int(e)) for r, n, s, e in ann])
+        wl = con.execute(
+            """SELECT workload, coalesce(has_decode, decode_evidence IS NOT NULL), decode_evidence, evidence
+               FROM run_workload WHERE run_id = ?""", [run_id]).fetchall()
+        win = con.execute("SELECT sum(window_ns), sum(busy_ns) FROM run_window WHERE run_id = ?", [run_id]).fetchall()
+        workload, has_decode, decode_evidence, wl_evidence = wl[0] if wl else ("host_only", False, None, "")
+        run_info = Run(str(workload), bool(has_decode), decode_evidence, str(wl_evidence),
+                       int(win[0][0]) if win and win[0][0] else None, int(win[0][1]) if win and win[0][1] else None)
+        # steps (the one marker parser); host windows of the steps that name a phase place the work
+        srows = con.execute(
+            """SELECT rank, step, phase, host_start_ns, host_end_ns, step_time_ns, batch_size, new_tokens,
+                      context_tokens, n_kernels
+               FROM steps WHERE run_id = ? AND phase IN ('decode', 'prefill', 'mixed') ORDER BY rank, step""",
+            [run_id]).fetchall()
+        steps = [Step(int(r), int(s), int(e), str(p), i) for i, (r, _, p, s, e, *_rest) in enumerate(srows)]
+        decode_rows = [r for r in srows if r[2] == "decode"]
         w_sql, w_params = self._windows_sql(steps)
         has_kernels = con.execute(
             "SELECT count(*) FROM kernels WHERE run_id = ? AND category = 'kernel'", [run_id]
         ).fetchall()[0][0] > 0
 
-        # Kernel time per phase and step (launch time places the kernel in a window). The windows
-        # of a rank are disjoint (merge_windows), so the latest one starting at or before the launch
-        # (an ASOF join) is the only one that can hold it. Written for 1M-kernel runs
-        # (benchmarks/bench_analyze.py): launching calls are placed once (many kernels share one
+        # Kernel time per phase (launch time places the kernel in a step's host window, as the
+        # steps view does). The windows of a rank do not overlap, so the latest one starting at or
+        # before the launch (an ASOF join) is the only one that can hold it. Written for 1M-kernel
+        # runs (benchmarks/bench_analyze.py): launching calls are placed once (many kernels share one
         # graph launch), kernels without one by their own start; the GEMM-name regex runs once per
         # distinct name.
         kt = con.execute(
             f"""WITH {w_sql},
-                 calls AS (SELECT rank, correlation_id, min(start_ns) AS api_ns FROM runtime_calls
+                 calls AS (SELECT rank, correlation_id, min(start_ns) AS api_ns,
+                                  bool_or(name ILIKE '%GraphLaunch%') AS graph
+                           FROM runtime_calls
                            WHERE run_id = ? AND correlation_id IS NOT NULL GROUP BY ALL),
-                 placed AS (SELECT c.rank, c.correlation_id, {_in_window("c.api_ns", "w.phase")} AS phase,
-                                   {_in_window("c.api_ns", "w.step")} AS step
+                 placed AS (SELECT c.rank, c.correlation_id, c.graph, {_in_window("c.api_ns", "w.phase")} AS phase
                             FROM calls c ASOF LEFT JOIN w ON w.rank = c.rank AND c.api_ns >= w.ws),
                  k AS (SELECT k.rank, k.name, k.start_ns, coalesce(k.device_dur_ns, k.dur_ns) AS d,
-                              p.correlation_id IS NOT NULL AS has_call, p.phase, p.step
+                              p.correlation_id IS NOT NULL AS has_call, coalesce(p.graph, false) AS graph, p.phase
                        FROM kernels k LEFT JOIN placed p USING (rank, correlation_id)
                        WHERE k.run_id = ? AND k.category = 'kernel'),
-                 own AS (SELECT k.name, k.d, {_in_window("k.start_ns", "w.phase")} AS phase,
-                                {_in_window("k.start_ns", "w.step")} AS step
+                 own AS (SELECT k.name, k.d, k.graph, {_in_window("k.start_ns", "w.phase")} AS phase
                          FROM (SELECT * FROM k WHERE NOT has_call) k
                          ASOF LEFT JOIN w ON w.rank = k.rank AND k.start_ns >= w.ws),
                  by_name AS (
-                   SELECT phase, step, name, count(*) AS n, sum(d) AS d
-                   FROM (SELECT name, d, phase, step FROM k WHERE has_call
-                         UNION ALL SELECT name, d, phase, step FROM own)
+                   SELECT phase, name, count(*) AS n, sum(d) AS d, sum(d) FILTER (WHERE graph) AS gd
+                   FROM (SELECT name, d, graph, phase FROM k WHERE has_call
+                         UNION ALL SELECT name, d, graph, phase FROM own)
                    GROUP BY ALL),
                  gemm AS (SELECT name, regexp_matches(name, ?) AS is_gemm FROM (SELECT DISTINCT name FROM by_name))
-               SELECT coalesce(phase, 'unassigned'), step, sum(n), sum(d),
-                      sum(d) FILTER (WHERE is_gemm), list(DISTINCT name) FILTER (WHERE is_gemm)
+               SELECT coalesce(phase, 'unassigned'), sum(n), sum(d), sum(gd),
+                      list(DISTINCT name) FILTER (WHERE is_gemm)
                FROM by_name JOIN gemm USING (name)
                GROUP BY ALL""",
             [*w_params, run_id, run_id, GEMM_KERNEL],
         ).fetchall()
         phase_time: dict[str, int] = {}
-        phase_gemm_time: dict[str, int] = {}
+        phase_graph_time: dict[str, int] = {}
         phase_kernels: dict[str, int] = {}
-        step_time: dict[int, int] = {}
         gemm_names: dict[str, set[str]] = {}
-        for phase, step, n, d, gd, names in kt:
-            phase_time[phase] = phase_time.get(phase, 0) + int(d or 0)
-            phase_gemm_time[phase] = phase_gemm_time.get(phase, 0) + int(gd or 0)
-            phase_kernels[phase] = phase_kernels.get(phase, 0) + int(n)
-            gemm_names.setdefault(phase, set()).update(names or [])
-            if step is not None:
-                step_time[int(step)] = int(d or 0)
+        for phase, n, d, gd, names in kt:
+            phase_time[phase] = int(d or 0)
+            phase_graph_time[phase] = int(gd or 0)
+            phase_kernels[phase] = int(n)
+            gemm_names[phase] = set(names or [])
 
         costed = self._xla_costs(con, run_id, w_sql, w_params) + self._torch_costs(
             con, run_id, w_sql, w_params, has_kernels
         )
-        structural = not steps
-        small = sum(c.count for c in costed if c.rows is not None and c.rows <= DECODE_MAX_ROWS)
-        if structural and small >= MIN_STRUCTURAL_REPEATS:  # repeated small-row GEMMs: decode steps
-            for c in costed:
-                if c.rows is not None:
-                    c.phase = "decode" if c.rows <= DECODE_MAX_ROWS else "prefill"
         if not has_kernels:  # CPU-only: the ops' own time is the phase time
             for c in costed:
                 phase_time[c.phase] = phase_time.get(c.phase, 0) + c.time_ns
         res = AnalyzerResult()
         per_op = [self._op_record(c, ridge) for c in costed]
         per_op.sort(key=lambda r: -r["time_ns"])
-        run = self._totals(costed, spec, ridge)
-        mb_time = sum(r["time_ns"] for r in per_op if r["roofline_class"] == "memory-bound")
-        res.metrics += [
-            Metric("arithmetic_intensity", run["ai"], "FLOP/B", "higher"),
-            Metric("achieved_tflops", run["flops_per_s"] / 1e12 if run["flops_per_s"] is not None else None,
-                   "TFLOP/s", "higher"),
-            Metric("achieved_hbm_gbps", run["bytes_per_s"] / 1e9 if run["bytes_per_s"] is not None else None,
-                   "GB/s", "higher"),
-            Metric("mfu", run["mfu"], "fraction", "higher"),
-            Metric("mbu", run["mbu"], "fraction", "higher"),
-            Metric("memory_bound_time_fraction",
-                   mb_time / run["time_ns"] if ridge and run["time_ns"] else None, "fraction", "lower"),
-        ]
+        run = self._run_level(costed, per_op, spec, ridge, run_info, has_kernels)
+        if costed:
+            res.metrics += [
+                Metric("cost_coverage", run["coverage"], "fraction", "higher"),
+                Metric("costed_arithmetic_intensity", run["ai"], "FLOP/B", "higher"),
+                Metric("costed_achieved_tflops", run["flops_per_s"] / 1e12 if run["flops_per_s"] is not None
+                       else None, "TFLOP/s", "higher"),
+                Metric("costed_achieved_hbm_gbps", run["bytes_per_s"] / 1e9 if run["bytes_per_s"] is not None
+                       else None, "GB/s", "higher"),
+                Metric("costed_mbu", run["mbu"], "fraction", "higher"),
+                Metric("costed_mfu", run["mfu"], "fraction", "higher"),
+                Metric("costed_memory_bound_time_fraction", run["mb_share"], "fraction", "lower"),
+                Metric("mbu_lower_bound", run["mbu_lower_bound"], "fraction", "higher"),
+                Metric("mfu_lower_bound", run["mfu_lower_bound"], "fraction", "higher"),
+            ]
         device_text = self._device_text(spec, ridge)
         evidence_base: dict[str, Any] = {
+            "workload": run_info.workload, "workload_evidence": run_info.workload_evidence,
+            "has_decode": run_info.has_decode, "decode_evidence": run_info.decode_evidence,
             "device": spec.name if spec else None,
             "peak_tflops": spec.peak_tflops.get(RIDGE_DTYPE) if spec else None,
             "peak_hbm_gbps": spec.hbm_gbps if spec else None,
@@ -447,131 +415,221 @@ class MemoryBoundDecode(Analyzer, name="memory_bound_decode"):
             "ridge_flop_per_byte": ridge,
             "time_base": "device_dur_ns (XLA device clock)" if any(c.shape is None for c in costed)
             else ("kernel dur_ns of the kernels each op launched" if has_kernels else "op dur_ns (CPU-only run)"),
+            "window_ns": run_info.window_ns, "busy_ns": run_info.busy_ns, "run": run,
         }
-
-        decode_steps = [s for s in steps if s.phase == "decode"]
-        has_decode = bool(decode_steps) or any(c.phase == "decode" for c in costed)
-        if has_decode:
-            self._decode(res, costed, decode_steps, step_time, phase_time, phase_gemm_time, phase_kernels,
-                         gemm_names, spec, ridge, structural, device_text, evidence_base, per_op)
+        if run_info.has_decode:
+            self._decode(res, costed, decode_rows, srows, phase_time, phase_graph_time, phase_kernels, gemm_names,
+                         spec, ridge, device_text, evidence_base, per_op, run_info, has_kernels)
         elif costed:
-            ev = {**evidence_base, **{k: v for k, v in run.items()}, "memory_bound_time_ns": mb_time,
-                  "phases": sorted({s.phase for s in steps}), "ops": per_op[:20]}
-            share = mb_time / run["time_ns"] if ridge and run["time_ns"] else None
-            res.findings.append(Finding(
-                severity="info",
-                title=(f"{share:.0%} of costed op time is memory-bound; achieved "
-                       f"{_fmt_bw(run['bytes_per_s'])} ({_pct(run['mbu'])} of the HBM roof), "
-                       f"{_fmt_flops(run['flops_per_s'])} ({_pct(run['mfu'])} of peak)")
-                if share is not None else
-                f"roofline not placed: {device_text}; achieved {_fmt_bw(run['bytes_per_s'])}, "
-                f"{_fmt_flops(run['flops_per_s'])}",
-                detail=(("No decode phase was found: the annotations name only "
-                         + ", ".join(sorted({s.phase for s in steps})) + " steps. " if steps else
-                         "No decode phase was found (no decode/prefill annotation or step marker, and no GEMM "
-                         "op with shapes). ") + f"Over the {len(costed)} costed ops ({run['time_ns'] / 1e6:.3f} ms of "
-                        f"{evidence_base['time_base']}): arithmetic intensity {_num(run['ai'])} FLOP/B against "
-                        f"{device_text}. Top op: {per_op[0]['name']} ({per_op[0]['roofline_class']}, "
-                        f"AI {_num(per_op[0]['arithmetic_intensity'])})."),
-                evidence=ev,
-            ))
+            res.findings.append(self._run_finding(run, per_op, run_info, device_text, evidence_base, len(costed)))
         return res
 
     # ------------------------------------------------------------------------------------------
 
+    def _run_level(self, costed: list[Costed], per_op: list[dict[str, Any]], spec: DeviceSpec | None,
+                   ridge: float | None, run_info: Run, has_kernels: bool) -> dict[str, Any]:
+        """Roofline figures over the costed ops, their coverage of the device's busy time, and
+        run-wide lower bounds (Σ costed FLOPs or bytes ÷ (window × peak): uncosted work only adds)."""
+        tot = self._totals(costed, spec, ridge)
+        mb_time = sum(r["time_ns"] for r in per_op if r["roofline_class"] == "memory-bound")
+        busy = run_info.busy_ns if has_kernels else None
+        coverage = min(1.0, tot["time_ns"] / busy) if busy else None
+        cap_s = run_info.window_ns / 1e9 if has_kernels and run_info.window_ns else None
+        peak_f = spec.peak_tflops.get(RIDGE_DTYPE) if spec else None
+        peak_b = spec.hbm_gbps if spec else None
+        return {
+            **tot, "coverage": coverage, "memory_bound_time_ns": mb_time,
+            "mb_share": mb_time / tot["time_ns"] if ridge and tot["time_ns"] else None,
+            "mbu_lower_bound": tot["nbytes"] / (cap_s * peak_b * 1e9) if cap_s and peak_b else None,
+            "mfu_lower_bound": tot["flops"] / (cap_s * peak_f * 1e12) if cap_s and peak_f else None,
+        }
+
+    @staticmethod
+    def _coverage_text(run: dict[str, Any]) -> str:
+        if run["coverage"] is None:
+            return "the costed ops (no device timeline, so their share of device time is unknown)"
+        return f"the {_pct(run['coverage'])} of device busy time with op costs"
+
+    def _run_finding(self, run: dict[str, Any], per_op: list[dict[str, Any]], run_info: Run, device_text: str,
+                     evidence_base: dict[str, Any], n_costed: int) -> Finding:
+        cov = self._coverage_text(run)
+        if run["mb_share"] is not None:
+            title = (f"{run['mb_share']:.0%} of costed op time is memory-bound, over {cov}: those ops reach "
+                     f"{_pct(run['mbu'])} of the HBM roof and {_pct(run['mfu'])} of peak FLOP/s"
+                     + (f"; run-wide HBM use ≥ {_pct(run['mbu_lower_bound'])}" if run["mbu_lower_bound"] is not None
+                        and run["coverage"] is not None and run["coverage"] < MIN_COST_COVERAGE else ""))
+        else:
+            title = f"roofline not placed ({device_text.split(',')[0]}), over {cov}"
+        bound = ""
+        if run["mbu_lower_bound"] is not None:
+            bound = (f" Run-wide, the costed ops alone move {_pct(run['mbu_lower_bound'])} of the HBM bandwidth the "
+                     f"device window offers and do {_pct(run['mfu_lower_bound'])} of its peak FLOPs (lower bounds: "
+                     "uncosted work only adds); the costed-op figures above describe those ops, not the run.")
+        detail = (
+            f"Workload: {run_info.workload} ({run_info.workload_evidence}); no decode is claimed"
+            + (f" ({run_info.decode_evidence})" if run_info.decode_evidence else "") + ". "
+            f"Over the {n_costed} costed ops ({run['time_ns'] / 1e6:.3f} ms of {evidence_base['time_base']}"
+            + (f", {_pct(run['coverage'])} of the {run_info.busy_ns / 1e6:.3f} ms of device busy time"
+               if run["coverage"] is not None and run_info.busy_ns else "")
+            + f"): arithmetic intensity {_num(run['ai'])} FLOP/B against {device_text}; achieved "
+            f"{_fmt_bw(run['bytes_per_s'])}, {_fmt_flops(run['flops_per_s'])}. Top op: {per_op[0]['name']} "
+            f"({per_op[0]['roofline_class']}, AI {_num(per_op[0]['arithmetic_intensity'])}).{bound}"
+            + (" The rest of the device time ran kernels with neither op shapes nor XLA costs, which no roofline "
+               "figure here covers." if run["coverage"] is not None
+               and run["coverage"] < MIN_COST_COVERAGE else ""))
+        ev = {**evidence_base, "memory_bound_time_ns": run["memory_bound_time_ns"], "ops": per_op[:20]}
+        return Finding(severity="info", title=title, detail=detail, evidence=ev)
+
     def _decode(
-        self, res: AnalyzerResult, costed: list[Costed], decode_steps: list[Step], step_time: dict[int, int],
-        phase_time: dict[str, int], phase_gemm_time: dict[str, int], phase_kernels: dict[str, int],
-        gemm_names: dict[str, set[str]], spec: DeviceSpec | None, ridge: float | None, structural: bool,
-        device_text: str, evidence_base: dict[str, Any], per_op: list[dict[str, Any]],
+        self, res: AnalyzerResult, costed: list[Costed], decode_rows: list[tuple[Any, ...]],
+        srows: list[tuple[Any, ...]], phase_time: dict[str, int], phase_graph_time: dict[str, int],
+        phase_kernels: dict[str, int], gemm_names: dict[str, set[str]], spec: DeviceSpec | None,
+        ridge: float | None, device_text: str, evidence_base: dict[str, Any], per_op: list[dict[str, Any]],
+        run_info: Run, has_kernels: bool,
     ) -> None:
+        run = evidence_base["run"]
+        n_steps = len(decode_rows)
+        if not n_steps:
+            # decode tokens without a pure decode step: inside mixed (chunked-prefill) steps, or
+            # found by structure with no marker separating decode from prefill
+            n_mixed = sum(1 for r in srows if r[2] == "mixed")
+            why = (f"decode runs only inside {n_mixed} mixed prefill+decode step(s)" if n_mixed else
+                   "no step marker separates decode from prefill")
+            res.metrics += [Metric("decode_step_time_ms", None, "ms", "lower")]
+            title = f"decode present ({why}): no decode step time or decode roofline"
+            detail = (f"Decode evidence: {run_info.decode_evidence}. {why[0].upper() + why[1:]}, so decode kernels "
+                      "cannot be told from prefill kernels: no decode step time, MBU, MFU or batching headroom is "
+                      "computed.")
+            if costed:
+                detail += " " + self._run_finding(run, per_op, run_info, device_text, evidence_base, len(costed)).title
+                detail += "."
+            res.findings.append(Finding("info", title, detail, {**evidence_base, "ops": per_op[:20]}))
+            return
+        # decode step time: the steps view's GPU span of the step's own work, host blocks removed;
+        # a run without device work: the step's host span (the ops ran on the CPU inside it)
+        st = [int(r[5]) if r[5] is not None else (int(r[4]) - int(r[3]) if not has_kernels else None)
+              for r in decode_rows]
+        st_ok = [t for t in st if t is not None]
+        step_ms = statistics.median(st_ok) / 1e6 if st_ok else None
         dec = [c for c in costed if c.phase == "decode"]
         tot = self._totals(dec, spec, ridge)
-        dtime = phase_time.get("decode", 0) or tot["time_ns"]
-        coverage = tot["time_ns"] / dtime if dtime else None
+        dtime = phase_time.get("decode", 0)
+        coverage = min(1.0, tot["time_ns"] / dtime) if dtime else None
         enough = coverage is not None and coverage >= MIN_COST_COVERAGE
-        n_steps = len(decode_steps)
-        # per step: its decode kernel time; a CPU-only run (no kernels): the step window itself
-        step_ns = [step_time.get(s.id, 0) if phase_kernels else s.end - s.start for s in decode_steps]
-        step_ms = sum(step_ns) / len(step_ns) / 1e6 if step_ns else None
-        tokens = sorted({s.tokens for s in decode_steps if s.tokens})
+        graph_ns = phase_graph_time.get("decode", 0)
+        tokens = sorted(int(r[7] or r[6]) for r in decode_rows if (r[7] or r[6]))
+        ctx = sorted(int(r[8]) for r in decode_rows if r[8])
         rows = sorted({c.rows for c in dec if c.rows is not None})
-        m = tokens[0] if tokens else (max(rows) if rows else None)
+        m = tokens[len(tokens) // 2] if tokens else (max(rows) if rows else None)
+        m_source = "the step markers" if tokens else ("the decode GEMM shapes" if rows else None)
         width = weight_width_from_names(sorted(gemm_names.get("decode", set())))
-        width_note = "from the GEMM kernel names" if width is not None else "not stated: 1 B (fp8) assumed, the widest bound"
+        width_note = ("from the GEMM kernel names" if width is not None
+                      else "not stated: 1 B (fp8) assumed, the loosest ceiling")
         w = width if width is not None else 1.0
         ai_bound = 2.0 * m / w if m else None
         ai = tot["ai"] if enough else None
-        ai_for_class = ai if ai is not None else ai_bound
-        memory_bound = ai_for_class is not None and ridge is not None and ai_for_class < ridge
-        headroom = ridge / ai_for_class if ridge and ai_for_class else None
+        bound_mb = ai_bound is not None and ridge is not None and ai_bound < ridge
+        measured_mb = ai is not None and ridge is not None and ai < ridge
+        headroom = ridge / ai if measured_mb and ridge and ai else None
+        headroom_bound = ridge / ai_bound if bound_mb and ridge and ai_bound else None
+        window = run_info.window_ns if has_kernels else None
+        saving = int(dtime * (1 - tot["mbu"])) if enough and tot["mbu"] is not None and tot["mbu"] < 1 else None
+        saving_frac = saving / window if saving is not None and window else None
         res.metrics += [
+            Metric("decode_step_time_ms", step_ms, "ms", "lower"),
+            Metric("decode_cost_coverage", coverage, "fraction", "higher"),
             Metric("decode_arithmetic_intensity", ai, "FLOP/B", "higher"),
             Metric("decode_arithmetic_intensity_bound", ai_bound, "FLOP/B", "higher"),
             Metric("decode_mbu", tot["mbu"] if enough else None, "fraction", "higher"),
             Metric("decode_mfu", tot["mfu"] if enough else None, "fraction", "higher"),
-            Metric("decode_step_time_ms", step_ms, "ms", "lower"),
-            Metric("decode_cost_coverage", coverage, "fraction", "higher"),
-            Metric("decode_batching_headroom", headroom if memory_bound else None, "x", "higher"),
+            Metric("decode_batching_headroom", headroom, "x", "higher"),
+            Metric("decode_batching_headroom_bound", headroom_bound, "x", "higher"),
         ]
+        uncosted = dtime - tot["time_ns"]
         missing: list[str] = []
-        if not enough:
-            uncosted = dtime - tot["time_ns"]
-            missing.append(
-                f"FLOPs and bytes of {uncosted / 1e6:.3f} ms of the {dtime / 1e6:.3f} ms of decode kernel time "
-                f"({1 - (coverage or 0):.0%}) are missing: those kernels have no op shapes (graph replay or "
-                "no recorded shapes) and no XLA costs, so decode MBU, MFU and arithmetic intensity are not computed")
+        if not enough and dtime:
+            why = (f"{graph_ns / dtime:.0%} of decode kernel time was launched by graph replay, which records no "
+                   "op shapes" if graph_ns else "the kernels' ops recorded no shapes and carry no XLA costs")
+            missing.append(f"{uncosted / 1e6:.3f} ms of the {dtime / 1e6:.3f} ms of decode kernel time "
+                           f"({1 - (coverage or 0):.0%}) has no FLOP or byte count ({why}), so decode MBU, MFU and "
+                           "arithmetic intensity are not computed")
         if spec is None:
             missing.append("the device is not identified, so there are no peaks: no ridge, MBU or MFU")
         if m is None:
-            missing.append("the tokens per decode step are not stated (no bs=/generation_ annotation, no GEMM shapes)")
-        how = f"structure (GEMM ops with ≤ {DECODE_MAX_ROWS} rows)" if structural else (
-            "annotations " + ", ".join(sorted({n[:40] for s in decode_steps for n in s.names}))[:200])
+            missing.append("the tokens per decode step are not stated (no bs=/generation_ marker, no GEMM shapes)")
         counted = [r for r in per_op if r["phase"] == "decode"][:10]
         ev = {
-            **evidence_base, "decode_from": "structure" if structural else "annotations",
-            "decode_steps": n_steps or None, "decode_kernel_time_ns": dtime,
-            "decode_kernels": phase_kernels.get("decode"), "decode_gemm_kernel_time_ns": phase_gemm_time.get("decode"),
+            **evidence_base, "decode_steps": n_steps, "decode_step_times_ns": st,
+            "decode_step_time_ms": step_ms, "decode_kernel_time_ns": dtime,
+            "decode_kernels": phase_kernels.get("decode"), "decode_graph_replay_time_ns": graph_ns,
             "prefill_kernel_time_ns": phase_time.get("prefill"), "tokens_per_step": m,
+            "tokens_source": m_source, "context_tokens": ctx or None,
             "gemm_rows": rows, "weight_bytes_per_element": w, "weight_width_source": width_note,
-            "decode_costed_time_ns": tot["time_ns"], "decode_cost_coverage": coverage,
+            "decode_costed_time_ns": tot["time_ns"], "decode_uncosted_time_ns": uncosted,
+            "decode_cost_coverage": coverage,
             "decode_flops": tot["flops"], "decode_bytes": tot["nbytes"],
             "decode_costed_ai": tot["ai"], "decode_costed_mbu": tot["mbu"], "decode_costed_mfu": tot["mfu"],
             "decode_costed_bytes_per_s": tot["bytes_per_s"], "decode_costed_flops_per_s": tot["flops_per_s"],
             "arithmetic_intensity_bound": ai_bound, "batching_headroom": headroom,
-            "decode_step_time_ms": step_ms, "missing": missing, "decode_ops": counted,
+            "batching_headroom_bound": headroom_bound, "missing": missing, "decode_ops": counted,
         }
-        parts = [f"Decode found from {how}: {n_steps or 'no'} step(s), "
-                 f"{dtime / 1e6:.3f} ms of kernel time" + (f" ({step_ms:.3f} ms per step)" if step_ms else "") + "."]
+        parts = [f"Decode from {run_info.decode_evidence}: {n_steps} decode step(s), "
+                 + (f"median step time {step_ms:.3f} ms ("
+                    + ("device span of the step's own work, host blocks removed), " if has_kernels
+                       else "host span of the step: no device timeline), ") if step_ms else "")
+                 + f"{dtime / 1e6:.3f} ms of decode {'kernel' if has_kernels else 'op'} time."]
         if tot["time_ns"]:
             parts.append(
-                f"Costed decode ops ({coverage:.0%} of that time): AI {_num(tot['ai'])} FLOP/B, "
+                f"Costed decode ops cover {_pct(coverage)} of that time: AI {_num(tot['ai'])} FLOP/B, "
                 f"{_fmt_bw(tot['bytes_per_s'])} ({_pct(tot['mbu'])} of the HBM roof), "
-                f"{_fmt_flops(tot['flops_per_s'])} ({_pct(tot['mfu'])} of peak).")
+                f"{_fmt_flops(tot['flops_per_s'])} ({_pct(tot['mfu'])} of peak)"
+                + ("." if enough else f" — figures of those ops only, below the {MIN_COST_COVERAGE:.0%} coverage "
+                   "needed to stand for decode."))
         if ai_bound is not None:
-            parts.append(f"With {m} token rows per GEMM and {w:g}-byte weights ({width_note}), no decode GEMM can "
-                         f"exceed 2·M/w = {ai_bound:.1f} FLOP/B.")
+            parts.append(f"With {m} tokens per step ({m_source}) and {w:g}-byte weights ({width_note}), no decode "
+                         f"weight GEMM can exceed 2·M/w = {ai_bound:.1f} FLOP/B (the weights alone are N·K·w bytes).")
         parts.append(f"Ridge: {device_text}.")
-        if memory_bound and headroom is not None:
-            gap = (f" Decode runs at {_pct(tot['mbu'])} of the bandwidth roof, "
-                   f"{1 - (tot['mbu'] or 0):.0%} short of it." if enough and tot["mbu"] is not None else "")
-            parts.append(f"Decode is memory-bound.{gap} The batch could grow "
-                         f"{'at least ' if ai is None else 'about '}{headroom:.1f}× "
-                         f"(to ~{(m or 0) * headroom:.0f} tokens per step) before the decode GEMMs reach the ridge, "
-                         "with little more time per step: batch more requests (or use speculative decoding) to "
-                         "raise throughput.")
+        advice = ("raise the decode batch (more concurrent requests, e.g. vLLM --max-num-seqs / SGLang "
+                  "--max-running-requests, memory for the KV cache permitting): the weight reads are shared by the "
+                  "batch; each request's KV-cache reads are not, so the gain shrinks as contexts grow"
+                  + (f" (these steps' {m} requests attend over Σ {ctx[len(ctx) // 2]} context tokens, "
+                     f"~{ctx[len(ctx) // 2] / m:.0f} each)" if ctx and m and tokens else ""))
+        if headroom is not None:
+            parts.append(f"Decode is memory-bound: the batch could grow about {headroom:.1f}× before the costed decode "
+                         f"ops reach the ridge; {advice}.")
+        elif headroom_bound is not None:
+            parts.append(f"Decode weight GEMMs are memory-bound by structure: the batch could grow at least "
+                         f"{headroom_bound:.1f}× (a bound: ridge ÷ the 2·M/w ceiling) before they reach the ridge; "
+                         f"{advice}.")
+        if saving is not None:
+            parts.append(f"At the HBM roof the decode kernels would take {saving / 1e6:.3f} ms less"
+                         + (f" ({saving_frac:.1%} of the {window / 1e6:.3f} ms device window)." if window and
+                            saving_frac is not None else "."))
         if missing:
             parts.append("Missing: " + "; ".join(missing) + ".")
-        if memory_bound and headroom is not None:
-            sev: Severity = "warning" if headroom >= HEADROOM_WARNING else "info"
-            title = (f"decode is memory-bound: AI {'≤ ' if ai is None else ''}{ai_for_class:.1f} FLOP/B vs ridge "
-                     f"{ridge:.0f}; ~{headroom:.1f}× batching headroom"
-                     + (f", MBU {tot['mbu']:.0%}" if enough and tot["mbu"] is not None else ""))
+        sev: Severity = "info"
+        if saving_frac is not None and (measured_mb or bound_mb):
+            sev = "critical" if saving_frac >= SAVING_CRITICAL else "warning" if saving_frac >= SAVING_WARNING else "info"
+        cov_txt = (f"costed ops cover {_pct(coverage)} of decode time" if coverage else
+                   "no decode op has a cost")
+        if headroom is not None:
+            title = (f"decode is memory-bound: AI {ai:.1f} FLOP/B vs ridge {ridge:.0f}, MBU {_pct(tot['mbu'])} "
+                     f"({cov_txt}); ~{headroom:.1f}× batching headroom")
+        elif headroom_bound is not None:
+            title = (f"decode weight GEMMs are memory-bound by structure: AI ≤ {ai_bound:.1f} FLOP/B vs ridge "
+                     f"{ridge:.0f}, ≥ {headroom_bound:.1f}× batching headroom (bound); {cov_txt}")
+        elif ai is not None and ridge is not None:
+            title = f"decode is compute-bound: AI {ai:.1f} FLOP/B vs ridge {ridge:.0f} ({cov_txt})"
         else:
-            sev = "info"
-            title = ("decode is compute-bound" if ai_for_class is not None and ridge is not None
-                     else "decode roofline class unknown: " + (missing[0].split(",")[0] if missing else "no data"))
-        res.findings.append(Finding(severity=sev, title=title, detail=" ".join(parts), evidence=ev))
+            why_short = ("graph replay records no op shapes" if graph_ns and not enough and dtime else
+                         "no op shapes or XLA costs" if not enough and dtime else
+                         "device not identified" if spec is None else "tokens per step not stated")
+            title = ((f"decode step {step_ms:.3f} ms (median of {n_steps}); " if step_ms else "decode: ")
+                     + (f"{1 - (coverage or 0):.0%} of decode kernel time uncosted ({why_short}), so no decode "
+                        "roofline" if not enough and dtime else f"roofline class unknown ({why_short})"))
+        res.findings.append(Finding(severity=sev, title=title, detail=" ".join(parts), evidence=ev,
+                                    saving_ns=saving, saving_fraction=saving_frac))
+
 
     @staticmethod
     def _windows_sql(steps: list[Step]) -> tuple[str, list[Any]]:

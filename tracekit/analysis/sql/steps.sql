@@ -31,7 +31,8 @@ f AS (
   SELECT *,
     CASE WHEN sg.kind <> '' AND NOT on_device THEN 'sglang'
          WHEN vl.c <> '' AND NOT on_device THEN 'vllm'
-         WHEN lower(name) IN ('decode_step', 'prefill_step', 'decode', 'prefill') AND NOT on_device THEN 'phase'
+         WHEN regexp_matches(lower(name), '^(decode|prefill)(_step)?(_[0-9]+|_len[0-9]+_t[0-9]+)?$')
+              AND NOT on_device THEN 'phase'
          WHEN name = 'execute_model' AND NOT on_device THEN 'execute_model'
          WHEN is_profiler_step AND NOT on_device THEN 'profiler_step'
          WHEN is_profiler_step AND on_device AND NOT regexp_matches(name, '^ProfilerStep#') THEN 'device_step'

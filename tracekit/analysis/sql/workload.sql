@@ -97,7 +97,7 @@ j AS (
   FROM r LEFT JOIN st USING (run_id) LEFT JOIN cap USING (run_id) LEFT JOIN host USING (run_id)
   LEFT JOIN dev USING (run_id) LEFT JOIN gen USING (run_id))
 SELECT run_id,
-       CASE WHEN launches > 0 AND in_capture >= 0.5 * launches THEN 'graph_capture'
+       CASE WHEN coalesce(launches > 0 AND in_capture >= 0.5 * launches, false) THEN 'graph_capture'
             WHEN n_train > 0 OR (n_host = 0 AND n_bwd >= 10) THEN 'training'
             WHEN serving THEN 'serving'
             WHEN n_diffusion > 0 THEN 'diffusion'
@@ -105,16 +105,16 @@ SELECT run_id,
             WHEN n_conv > 0 THEN 'vision'
             WHEN n_rows > 0 THEN 'inference'
             ELSE 'host_only' END AS workload,
-       NOT (launches > 0 AND in_capture >= 0.5 * launches) AND n_train = 0
-         AND ((serving AND (n_decode > 0 OR n_mixed > 0)) OR (NOT serving AND generates)) AS has_decode,
-       CASE WHEN launches > 0 AND in_capture >= 0.5 * launches OR n_train > 0 THEN NULL
+       NOT (coalesce(launches > 0 AND in_capture >= 0.5 * launches, false)) AND n_train = 0
+         AND coalesce((serving AND (n_decode > 0 OR n_mixed > 0)) OR (NOT serving AND generates), false) AS has_decode,
+       CASE WHEN coalesce(launches > 0 AND in_capture >= 0.5 * launches, false) OR n_train > 0 THEN NULL
             WHEN serving AND (n_decode > 0 OR n_mixed > 0) THEN 'step marker ' || decode_marker
             WHEN NOT serving AND generates
               THEN printf('attention over a growing KV cache: %d calls with Sq <= %d over %d KV lengths %d..%d',
                           n_calls, q_max, n_kv, kv_min, kv_max) END AS decode_evidence,
        coalesce(n_steps, 0) AS n_steps, coalesce(n_decode, 0) AS n_decode_steps,
        coalesce(n_prefill, 0) AS n_prefill_steps, coalesce(n_mixed, 0) AS n_mixed_steps,
-       CASE WHEN launches > 0 AND in_capture >= 0.5 * launches
+       CASE WHEN coalesce(launches > 0 AND in_capture >= 0.5 * launches, false)
               THEN printf('%d of %d kernel-launch calls inside stream capture', in_capture, launches)
             WHEN n_train > 0 THEN printf('%d backward/optimizer ops or annotations', n_train)
             WHEN n_host = 0 AND n_bwd >= 10 THEN printf('%d backward kernels (no host ops in the trace)', n_bwd)
