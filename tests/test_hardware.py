@@ -151,7 +151,8 @@ def test_peaks_are_dense_not_sparse_or_doubled() -> None:
     assert cat["a100_sxm_80gb"].peak_tflops["bf16"] == 312
 
 
-@pytest.mark.parametrize(("key", "flop_per_clk_cu"), [("mi300x", 2048), ("mi325x", 2048), ("mi355x", 4096), ("mi250x_gcd", 1024)])
+@pytest.mark.parametrize(("key", "flop_per_clk_cu"), [("mi300x", 2048), ("mi325x", 2048), ("mi355x", 4096),
+                                                     ("mi350x", 4096), ("mi250x_gcd", 1024)])
 def test_amd_peak_is_cus_times_rate_times_clock(key: str, flop_per_clk_cu: int) -> None:
     spec = load_catalog()[key]
     assert spec.compute_units is not None and spec.clock_mhz is not None
@@ -304,7 +305,13 @@ def test_mi350x_clock_is_not_mi355x() -> None:
     row = {"vendor": "amd", "arch": "gfx950", "compute_units": 256, "xcc_count": 8, "warp_size": 64}
     mi355 = identify({**row, "clock_mhz": 2400.0})
     assert mi355 is not None and mi355.key == "mi355x"
-    assert identify({**row, "clock_mhz": 2200.0}) is None
+    # the same die at 2200 MHz is the MI350X (its own entry), with peaks of 256 CUs at 2.2 GHz
+    mi350 = identify({**row, "clock_mhz": 2200.0})
+    assert mi350 is not None and mi350.key == "mi350x"
+    assert mi350.peak_tflops["bf16"] == pytest.approx(256 * 4096 * 2.2e9 / 1e12, abs=0.05)
+    assert mi350.peak_tflops["fp8"] == pytest.approx(256 * 8192 * 2.2e9 / 1e12, abs=0.05)
+    assert (mi350.hbm_gbps, mi350.xcc_count, mi350.cus_per_xcc) == (8000, 8, 32)
+    assert identify({**row, "clock_mhz": 2000.0}) is None  # neither clock: not guessed
 
 
 @pytest.mark.parametrize(("kind", "key"), [("TPU v4", "tpu_v4"), ("TPU v5 lite", "tpu_v5e"), ("TPU v5", "tpu_v5p"),

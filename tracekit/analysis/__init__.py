@@ -6,8 +6,10 @@ Built in: ``compile_churn``, ``device_time``, ``wave_stalls``, ``padding_waste``
 :class:`Analyzer` with a ``name``.
 """
 
+from tracekit.analysis import communication as _communication  # noqa: F401  (registers itself)
 from tracekit.analysis import compile_churn as _compile_churn  # noqa: F401  (registers itself)
 from tracekit.analysis import device_time as _device_time  # noqa: F401  (registers itself)
+from tracekit.analysis import fusion as _fusion  # noqa: F401  (registers itself)
 from tracekit.analysis import launch_idle as _launch_idle  # noqa: F401  (registers itself)
 from tracekit.analysis import memory_bound_decode as _memory_bound_decode  # noqa: F401  (registers itself)
 from tracekit.analysis import padding_waste as _padding_waste  # noqa: F401  (registers itself)

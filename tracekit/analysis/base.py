@@ -83,12 +83,10 @@ def analyze_run(
     """
     from tracekit.analysis import library
 
-    library.install(con)
     chosen = names or sorted(ANALYZERS)
-    # every library view reads only this run's rows while it is analyzed (library.in_scope)
-    con.execute("SET VARIABLE tracekit_run = " + "'" + run_id.replace("'", "''") + "'")
     results: dict[str, AnalyzerResult] = {}
-    try:
+    # the library scoped to this run, its shared views computed once (library.scoped)
+    with library.scoped(con, run_id):
         for n in chosen:
             try:
                 results[n] = ANALYZERS[n]().analyze(con, run_id)
@@ -101,8 +99,6 @@ def analyze_run(
                             "Please report it with the trace (or its `tracekit runs` line) and tracekit's version."),
                     evidence={"exception": type(exc).__name__, "message": first},
                 )])
-    finally:
-        con.execute("RESET VARIABLE tracekit_run")
     now = utc_now()
     con.execute("BEGIN")
     try:

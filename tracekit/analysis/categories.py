@@ -49,7 +49,7 @@ NAME_PATTERNS: dict[str, str] = {
     "norm": r"rms_?norm|layer_?norm|norm_kernel|group_?norm|batch_?norm",
     "gemm": (
         r"gemm|gemv|^cijk_|^_?matmul|_matmul_kernel|sm[0-9]+_xmma|wvspl?i?tk|hipblaslt|tensile"
-        r"|nvjet|^bmm_|^mm_"
+        r"|nvjet|^bmm_|^mm_|mul_mat|splitkreduce"
     ),
     "reduction": r"reduce_kernel|softmax|argmax|argmin|topk|sort|(^|[^a-z])sum_|cross_?entropy|scan_kernel|triton_(red|per)_",
     "elementwise": (

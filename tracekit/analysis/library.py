@@ -24,6 +24,8 @@ one definition of each.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
@@ -31,7 +33,7 @@ from importlib import resources
 import duckdb
 
 #: Library files in install order.
-FILES = ("classes.sql", "timeline.sql", "idle.sql", "steps.sql", "workload.sql")
+FILES = ("classes.sql", "timeline.sql", "idle.sql", "steps.sql", "workload.sql", "fusion.sql", "communication.sql")
 
 #: A device timeline is cut into separate sessions at gaps longer than this (ns): a run stitched
 #: from unrelated captures (days apart) is judged on its busiest session, the rest reported as
@@ -155,6 +157,33 @@ def install(con: duckdb.DuckDBPyConnection) -> None:
     """Create (or replace) every library object as a TEMP view/macro on ``con``. Idempotent and
     cheap (no data is read); works on read-only connections."""
     con.execute("\n".join(o.sql if o.sql.rstrip().endswith(";") else o.sql + ";" for o in objects()))
+
+
+#: Views that several analyzers read: analyze materializes them once per run (:func:`scoped`).
+MATERIALIZE = ("device_work", "busy_intervals", "device_sessions", "run_window", "idle_cause_spans", "idle_gaps",
+               "idle_by_cause", "steps", "run_workload")
+
+
+@contextmanager
+def scoped(con: duckdb.DuckDBPyConnection, run_id: str, materialize: Iterable[str] = MATERIALIZE) -> Iterator[None]:
+    """Install the library on ``con`` scoped to one run (session variable ``tracekit_run``, see the
+    ``in_scope`` macro) and compute the shared views once: each view of ``materialize`` (in library
+    order) is stored in a TEMP table ``_tk_<name>`` and the view is pointed at it, so the views
+    built on it, and every analyzer, read the stored rows instead of recomputing the interval
+    union, the gaps and the steps. On exit the tables are dropped and the library reinstalled."""
+    install(con)
+    con.execute("SET VARIABLE tracekit_run = " + "'" + run_id.replace("'", "''") + "'")
+    order = [o.name for o in objects() if o.name in set(materialize)]
+    try:
+        for name in order:
+            con.execute(f"CREATE OR REPLACE TEMP TABLE _tk_{name} AS SELECT * FROM {name}")
+            con.execute(f"CREATE OR REPLACE TEMP VIEW {name} AS SELECT * FROM _tk_{name}")
+        yield
+    finally:
+        con.execute("RESET VARIABLE tracekit_run")
+        install(con)
+        for name in order:
+            con.execute(f"DROP TABLE IF EXISTS _tk_{name}")
 
 
 def names() -> list[str]:

@@ -24,8 +24,14 @@ pad M, N, K to the smallest 16-bit instruction shape the catalog lists. GEMM dim
 ops ``aten::mm/addmm/bmm/baddbmm/matmul/linear`` and scaled-dot-product / flash / efficient
 attention (two GEMMs: QKᵀ with K = head_dim, PV with N = head_dim) from ``kernel_ops.input_dims``,
 timed by the GPU time of the kernels they launched; XLA ``dot`` ops from ``op_costs.hlo_text``.
-Efficiency = Π dims ÷ Π dims rounded up to the tile; ``matrix_unit_efficiency`` is its
-time-weighted mean; saving = Σ time × (1 − efficiency) (time ∝ padded MACs: an upper bound).
+Efficiency = Π dims ÷ Π dims rounded up to the tile. Padding costs MACs, and MACs cost time only
+where the GEMM is compute-bound, so GEMMs with M ≤ :data:`SKINNY_M` (GEMVs, an M = 1 LM head) or
+an arithmetic intensity below the device's ridge point are left out (listed as memory-bound in the
+evidence, no tile advice): intensity = 2·M·N·K ÷ (element bytes · (M·K + K·N + M·N)) — A and B read,
+C written once; a fused attention op 2·L·S ÷ (element bytes · (L + S)), Q, K, V, O moved once —
+against :func:`ridge_point` of the dtype's peak (bf16/fp16, fp8, int8; fp32 the matrix FP32, else
+TF32, peak; unknown dtype: bf16). ``matrix_unit_efficiency`` is the time-weighted mean over the
+compute-bound GEMMs; saving = Σ time × (1 − efficiency) (time ∝ padded MACs: an upper bound).
 A device not identified in the catalog, or a CPU, has no matrix unit: the check is skipped.
 
 (c) **Sequence-bucket padding.** Annotations named ``…len<n>_T<T>…`` (the bundled JAX sample's
@@ -40,10 +46,16 @@ the command line is planned (see docs); not read yet.
 (d) **GPU wave quantization** (kernels with grid, block and a CU/SM count). Resident blocks per
 SM/CU, then capacity = SMs/CUs × resident; waves = ⌈blocks ÷ capacity⌉; last-wave efficiency =
 (blocks mod capacity) ÷ capacity (1 when it divides); wave efficiency = blocks ÷ (waves ×
-capacity). Only kernels with more than one wave are quantized: saving = dur × (1 − wave
-efficiency) (each wave takes the same time). Kernels with fewer blocks than SMs/CUs are counted as
-under-filled (no saving computed: their time is latency, not waves). ``last_wave_efficiency`` is
-the time-weighted mean over multi-wave kernels.
+capacity). Only kernels with more than one wave are quantized. Model (residency): an SM's
+throughput is shared by its resident blocks, so its time ∝ the blocks it runs and a kernel's time
+∝ ⌈blocks ÷ SMs⌉ (the busiest SM): a last wave of r blocks on C = SMs × R slots takes ⌈r ÷ SMs⌉ ÷ R
+of a full wave, not a whole one; saving = dur × (1 − blocks ÷ (SMs · ⌈blocks ÷ SMs⌉))
+(:func:`residency_efficiency`). It equals the full-wave charge when R = 1. The full-wave charge,
+dur × (1 − wave efficiency), holds only when per-block time is fixed (latency-bound blocks) and
+is reported as the upper bound. Kernels whose grid is sized to the device by design
+(``device_work.by_design``: persistent, split-K/stream-K, attention, collectives) are left out.
+Kernels with fewer blocks than SMs/CUs are counted as under-filled (no saving computed: their time
+is latency, not waves). ``last_wave_efficiency`` is the time-weighted mean over multi-wave kernels.
 
 *NVIDIA* (Kineto/XPlane grid, block, registers and shared memory): resident blocks per SM = min
 over the limits of the CUDA occupancy calculator: warps (``max_threads_per_cu`` ÷ warp size ÷
@@ -69,8 +81,11 @@ LDS per workgroup is what the format stores (``shared_mem_bytes``: rocpd/JSON st
 CSV static only, RPD dynamic only), so CSV/RPD counts can be optimistic. Other targets (RDNA
 gfx10–12: wave32 and a larger register file) are not modelled and are counted as such.
 
-Thresholds: module constants below (fractions of the checked time; the layout, bucket and matrix
-shares of the time they were computed over, the wave share of all kernel time).
+Thresholds: module constants below. ``saving_fraction`` = saving ÷ the run's device window time
+(Σ ``run_window.window_ns``; the longest rank span when the run has no device work). The matrix and
+wave findings take their severity from it (:func:`run_share_severity`): none under 1 %, info
+1–5 %, warning 5–20 %, critical ≥ 20 %. The layout and bucket findings keep their shares of the
+time they were computed over (tiled-op time, prefill time).
 """
 
 from __future__ import annotations
@@ -85,18 +100,20 @@ from typing import Any
 import duckdb
 
 from tracekit.analysis.base import Analyzer, AnalyzerResult, Finding, Metric, Severity
-from tracekit.analysis.hardware import DeviceSpec, identify
+from tracekit.analysis.hardware import DeviceSpec, identify, ridge_point
 
 LAYOUT_WARNING_FRACTION = 0.10  # time-weighted padded share of tiled-op time
 LAYOUT_INFO_FRACTION = 0.02
-MATRIX_WARNING_WASTE = 0.20  # 1 − time-weighted matrix-unit efficiency
-MATRIX_INFO_WASTE = 0.05
+SKINNY_M = 16  # GEMMs with M ≤ this are GEMVs/skinny GEMMs: memory-bound, no matrix-tile advice
 BUCKET_WARNING_FRACTION = 0.20  # time-weighted padded share of prefill time
 BUCKET_INFO_FRACTION = 0.05
 _BUCKET_REMEDY = ("Use finer buckets near the common lengths, pack several requests into one bucket, "
                   "or a ragged (paged) prefill kernel.")
-WAVE_WARNING_FRACTION = 0.10  # wave-quantization saving ÷ all kernel time
-WAVE_INFO_FRACTION = 0.02
+#: Severity of a finding with a saving (matrix tile, wave tails) from saving ÷ the run's device
+#: window time (``run_window``): under 1 % no finding, info 1–5 %, warning 5–20 %, critical ≥ 20 %.
+RUN_SHARE_INFO = 0.01
+RUN_SHARE_WARNING = 0.05
+RUN_SHARE_CRITICAL = 0.20
 TOP = 10  # offending ops/kernels listed in evidence
 
 #: Maximum resident blocks per SM by compute capability (CUDA C++ Programming Guide, table
@@ -255,6 +272,60 @@ def tile_efficiency(mnk: Sequence[int], tile: Sequence[int]) -> float:
     return math.prod(mnk) / math.prod(-(-d // t) * t for d, t in zip(mnk, tile))
 
 
+def gemm_intensity(m: int, n: int, k: int, element_bytes: int) -> float:
+    """Arithmetic intensity of one (M, N, K) GEMM, FLOP per byte: 2·M·N·K ÷ (element bytes ×
+    (M·K + K·N + M·N)), i.e. A and B read once and C written once (a batch scales both sides)."""
+    moved = element_bytes * (m * k + k * n + m * n)
+    return 2 * m * n * k / moved if moved > 0 else 0.0
+
+
+#: element bytes and the catalog peak that bounds a GEMM of that dtype (the highest matrix peak of
+#: the dtype, so the ridge is the highest one: an fp32 GEMM on NVIDIA takes the TF32 tensor peak)
+_DTYPE_PEAK = {
+    "bf16": (2, "bf16"), "f16": (2, "fp16"), "f32": (4, "fp32_matrix"), "f8": (1, "fp8"), "s8": (1, "int8"),
+}
+
+
+def _torch_dtype(types: Any) -> str | None:
+    """The GEMM's element type from a Kineto ``Input type`` list (first recognised entry)."""
+    try:
+        listed = json.loads(types) if isinstance(types, str) else []
+    except ValueError:
+        return None
+    for t in listed if isinstance(listed, list) else []:
+        name = str(t).lower()
+        if "bfloat16" in name:
+            return "bf16"
+        if "half" in name or name.endswith("float16"):
+            return "f16"
+        if "float8" in name:
+            return "f8"
+        if name in ("float", "c10::float", "float32"):
+            return "f32"
+        if name in ("signed char", "int8", "c10::qint8"):
+            return "s8"
+    return None
+
+
+def _hlo_dtype(hlo: str) -> str | None:
+    """The element type of an HLO ``dot``'s first operand."""
+    m = re.search(r"\bdot\((.*?)\)\s*,", hlo)
+    shapes = parse_shapes(m.group(1)) if m else []
+    if not shapes:
+        return None
+    d = shapes[0].dtype
+    return "f8" if d.startswith("f8") else d if d in ("bf16", "f16", "f32", "s8") else None
+
+
+def _ridge(spec: DeviceSpec, key: str) -> float | None:
+    """Ridge point of ``key``'s peak; fp32 falls back to TF32, then the vector FP32 peak."""
+    for k in ((key, "tf32", "fp32") if key == "fp32_matrix" else (key, "bf16")):
+        r = ridge_point(spec, k)
+        if r is not None:
+            return r
+    return None
+
+
 def gemms_of_op(op_name: str, input_dims: Any) -> list[tuple[int, int, int, int]]:
     """(batch, M, N, K) of each GEMM a Kineto op runs, from its ``Input Dims``."""
     dims = [d if isinstance(d, list) else [] for d in input_dims] if isinstance(input_dims, list) else []
@@ -373,6 +444,15 @@ def wave_stats(blocks: int, capacity: int) -> tuple[int, float, float]:
     return waves, (rem / capacity if rem else 1.0), blocks / (waves * capacity)
 
 
+def residency_efficiency(blocks: int, cus: int) -> float:
+    """Useful share of a kernel's time under the residency model (module docstring (d)): an
+    SM/CU's throughput is shared by its resident blocks, so its time ∝ the blocks it runs and the
+    kernel's time ∝ ⌈blocks ÷ SMs⌉ (the busiest SM) against the ideal blocks ÷ SMs. The last wave
+    of r blocks on C = SMs × R slots then costs ⌈r ÷ SMs⌉ ÷ R of a full wave, not a whole one."""
+    per_sm = -(-blocks // cus)
+    return blocks / (cus * per_sm) if per_sm else 1.0
+
+
 # --------------------------------------------------------------------------------------------
 
 
@@ -384,6 +464,25 @@ def _severity(value: float, warning: float, info: float) -> Severity | None:
     return None
 
 
+def run_window_ns(con: duckdb.DuckDBPyConnection, run_id: str) -> int | None:
+    """The run's device window time: Σ ``window_ns`` of the SQL library's ``run_window`` (each
+    device's busiest session, whole), the base of ``saving_fraction`` and of the severities below;
+    None when the run has no device work."""
+    row = con.execute("SELECT sum(window_ns) FROM run_window WHERE run_id = ?", [run_id]).fetchall()
+    return int(row[0][0]) if row and row[0][0] else None
+
+
+def run_share_severity(share: float | None) -> Severity | None:
+    """Severity of a finding from the time at stake ÷ the run's device window time: none under
+    :data:`RUN_SHARE_INFO`, info below :data:`RUN_SHARE_WARNING`, warning below
+    :data:`RUN_SHARE_CRITICAL`, else critical (None also when the share is unknown)."""
+    if share is None or share < RUN_SHARE_INFO:
+        return None
+    if share >= RUN_SHARE_CRITICAL:
+        return "critical"
+    return "warning" if share >= RUN_SHARE_WARNING else "info"
+
+
 class PaddingWaste(Analyzer, name="padding_waste"):
     summary = "work spent on padding: XLA layout tiles, matrix-unit tile misfit, sequence buckets, GPU wave tails"
 
@@ -391,7 +490,9 @@ class PaddingWaste(Analyzer, name="padding_waste"):
         checks: dict[str, Any] = {}
         findings: list[Finding] = []
         metrics: list[Metric] = []
-        window = con.execute(
+        # the run's device window time (Σ run_window.window_ns); a run without device work (a CPU
+        # capture's annotations only) falls back to its longest rank span
+        window = run_window_ns(con, run_id) or con.execute(
             "SELECT max(last_ns - first_ns) FROM ranks WHERE run_id = ?", [run_id]
         ).fetchall()[0][0]
         for check in (self._layout, self._matrix, self._buckets, self._waves):
@@ -485,17 +586,25 @@ class PaddingWaste(Analyzer, name="padding_waste"):
         tile = matrix_tile_mnk(spec)
         if tile is None:
             return [], none, {"matrix_unit": f"skipped: the catalog states no parseable matrix tile for {spec.name}"}
-        items: list[tuple[str, str, tuple[int, int, int, int], int, int]] = []  # op, dims, gemm, n, time
-        for op, dims, n, t in con.execute(
-            f"""SELECT op_name, input_dims, count(*), sum(dur_ns) FROM kernel_ops
+        # op, dims, (batch, M, N, K), executions, time, element dtype, op-level FLOP/byte (fused attention)
+        items: list[tuple[str, str, tuple[int, int, int, int], int, int, str | None, float | None]] = []
+        for op, dims, types, n, t in con.execute(
+            f"""SELECT op_name, input_dims, any_value(input_types), count(*), sum(dur_ns) FROM kernel_ops
                 WHERE run_id = ? AND category = 'kernel' AND input_dims IS NOT NULL
                   AND (op_name IN {_MM_OPS} OR op_name LIKE '%attention%')
-                GROUP BY ALL""",
+                GROUP BY op_name, input_dims""",
             [run_id],
         ).fetchall():
             gemms = gemms_of_op(op, json.loads(dims))
+            dtype = _torch_dtype(types)
+            fused = None
+            if "attention" in op and len(gemms) == 2:
+                # both GEMMs in one kernel: 4·L·S·E FLOPs over Q, K, V, O read/written once
+                _, lq, sk, _ = gemms[0]
+                nbytes = _DTYPE_PEAK.get(dtype or "", (2, ""))[0]
+                fused = 2 * lq * sk / (nbytes * (lq + sk)) if lq + sk else 0.0
             for g in gemms:
-                items.append((op, dims, g, int(n), int(t) // len(gemms)))
+                items.append((op, dims, g, int(n), int(t) // len(gemms), dtype, fused))
         for name, hlo, n, t in con.execute(
             """SELECT o.name, o.hlo_text, count(*), sum(coalesce(k.device_dur_ns, k.dur_ns))
                FROM op_costs o JOIN kernels k USING (run_id, rank, device, op_metadata_id)
@@ -505,39 +614,66 @@ class PaddingWaste(Analyzer, name="padding_waste"):
         ).fetchall():
             dot = dot_dims(hlo)
             if dot is not None:
-                items.append((name, hlo.split(" = ")[0], dot, int(n), int(t)))
+                items.append((name, hlo.split(" = ")[0], dot, int(n), int(t), _hlo_dtype(hlo), None))
         if not items:
             return [], none, {"matrix_unit": {"device": spec.name, "tile_mnk": list(tile),
                                               "gemms": 0, "note": "no GEMM/attention op with shapes in the run"}}
         total = wasted = 0.0
         listed: list[dict[str, Any]] = []
-        for op, dims, (b, m, nn, k), n, t in items:
+        skipped: list[dict[str, Any]] = []
+        for op, dims, (b, m, nn, k), n, t, dtype, fused in items:
+            nbytes, peak_key = _DTYPE_PEAK.get(dtype or "", (2, "bf16"))
+            ai = fused if fused is not None else gemm_intensity(m, nn, k, nbytes)
+            ridge = _ridge(spec, peak_key)
             eff = tile_efficiency((m, nn, k), tile)
+            rec = {"op": op, "shapes": dims, "batch": b, "m": m, "n": nn, "k": k, "dtype": dtype,
+                   "executions": n, "time_ns": t, "efficiency": eff, "flop_per_byte": ai,
+                   "ridge_flop_per_byte": ridge}
+            # padding costs MACs, and MACs cost time only where the GEMM is compute-bound: a GEMV or
+            # skinny GEMM (M ≤ 16) or one below the ridge is bound by its bytes, so no M-padding advice
+            if m <= SKINNY_M:
+                skipped.append({**rec, "why": f"M = {m} ≤ {SKINNY_M}: a GEMV/skinny GEMM, memory-bound"})
+                continue
+            if ridge is not None and ai < ridge:
+                skipped.append({**rec, "why": f"{ai:.0f} FLOP/byte < ridge {ridge:.0f}: memory-bound"})
+                continue
             total += t
             wasted += t * (1 - eff)
-            listed.append({"op": op, "shapes": dims, "batch": b, "m": m, "n": nn, "k": k,
-                           "executions": n, "time_ns": t, "efficiency": eff})
+            listed.append(rec)
+        skipped_ns = sum(x["time_ns"] for x in skipped)
+        status: dict[str, Any] = {"matrix_unit": {
+            "device": spec.name, "tile_mnk": list(tile), "gemms": len(listed),
+            "memory_bound_gemms": len(skipped), "memory_bound_time_ns": skipped_ns}}
+        if not listed:
+            status["matrix_unit"]["note"] = f"every GEMM is memory-bound (M ≤ {SKINNY_M} or below the ridge)"
+            return [], none, status
         eff_w = 1 - wasted / total if total else 1.0
-        status = {"matrix_unit": {"device": spec.name, "tile_mnk": list(tile), "gemms": len(listed),
-                                  "efficiency": eff_w}}
+        status["matrix_unit"]["efficiency"] = eff_w
         metrics = [Metric("matrix_unit_efficiency", eff_w, "fraction", "higher")]
-        sev = _severity(1 - eff_w, MATRIX_WARNING_WASTE, MATRIX_INFO_WASTE)
+        share = wasted / window if window else None
+        sev = run_share_severity(share)
         if sev is None:
             return [], metrics, status
         worst = sorted(listed, key=lambda x: -x["time_ns"] * (1 - x["efficiency"]))[:TOP]
         w = worst[0]
         return [Finding(
             severity=sev,
-            title=f"GEMM dimensions misfit the {spec.name} matrix tile: {1 - eff_w:.0%} of GEMM time is padding",
+            title=(f"GEMM dimensions misfit the {spec.name} matrix tile: ≤{wasted / 1e6:.3f} ms of padded "
+                   f"MACs ({share:.1%} of the run window; {1 - eff_w:.0%} of compute-bound GEMM time)"),
             detail=(
                 f"The matrix unit works on {tile[0]}×{tile[1]}×{tile[2]} (M×N×K) tiles; {w['op']} has "
-                f"M={w['m']}, N={w['n']}, K={w['k']} ({w['efficiency']:.0%} useful). Make head_dim, "
-                "hidden and vocabulary sizes multiples of the tile, or pack heads so the padded "
-                "dimension fills the tile."
+                f"M={w['m']}, N={w['n']}, K={w['k']} ({w['efficiency']:.0%} useful, "
+                f"{w['flop_per_byte']:.0f} FLOP/byte: compute-bound). Make head_dim, hidden and vocabulary "
+                "sizes multiples of the tile, or pack heads so the padded dimension fills the tile. The "
+                "saving assumes time ∝ padded MACs (an upper bound). "
+                f"{len(skipped)} memory-bound GEMMs ({skipped_ns / 1e6:.3f} ms: M ≤ {SKINNY_M} or below the "
+                "ridge) are left out: padding costs them no time."
             ),
-            evidence={"tile_mnk": list(tile), "time_ns": int(total), "wasted_ns": int(wasted), "gemms": worst},
+            evidence={"tile_mnk": list(tile), "time_ns": int(total), "wasted_ns": int(wasted), "gemms": worst,
+                      "memory_bound_gemms": sorted(skipped, key=lambda x: -x["time_ns"])[:TOP],
+                      "memory_bound_time_ns": skipped_ns, "run_window_ns": window, "run_share": share},
             saving_ns=int(wasted),
-            saving_fraction=wasted / window if window else None,
+            saving_fraction=share,
         )], metrics, status
 
     # (c) ------------------------------------------------------------------------------------
@@ -644,12 +780,21 @@ class PaddingWaste(Analyzer, name="padding_waste"):
         if not groups:
             return [], none, {"waves": "skipped: no kernel with a grid, a block/workgroup size and an SM/CU "
                               "count (the trace's devices row or the hardware catalog)"}
-        multi_ns = multi_eff = wasted = under_ns = 0.0
-        unknown = under = 0
+        # persistent, split-K/stream-K, attention and collective kernels size their grids to the
+        # device on purpose (by_design_low_occupancy, the SQL library's one definition): no tail advice
+        by_design = {name for (name,) in con.execute(
+            "SELECT DISTINCT name FROM device_work WHERE run_id = ? AND category = 'kernel' AND by_design",
+            [run_id]).fetchall()}
+        multi_ns = multi_eff = wasted = upper = under_ns = design_ns = 0.0
+        unknown = under = design = 0
         unmodelled: dict[str, int] = {}
         kernels: list[dict[str, Any]] = []
         for g in groups:
             res, blocks, cus, n, t = g["resident"], g["blocks"], g["cus"], g["launches"], g["time_ns"]
+            if g["kernel"] in by_design:
+                design += n
+                design_ns += t
+                continue
             if res is None or res[0] <= 0 or not blocks:
                 unknown += n
                 if g.get("why"):
@@ -662,47 +807,74 @@ class PaddingWaste(Analyzer, name="padding_waste"):
                     under += n
                     under_ns += t
                 continue
+            res_eff = residency_efficiency(blocks, cus)
             multi_ns += t
             multi_eff += t * last
-            wasted += t * (1 - eff)
+            wasted += t * (1 - res_eff)
+            upper += t * (1 - eff)
             unit = "cu" if g["vendor"] == "amd" else "sm"
+            tail = blocks - (waves - 1) * cap
             kernels.append({"kernel": g["kernel"], "vendor": g["vendor"], "blocks": blocks,
                             "threads_per_block": g["threads"], f"resident_blocks_per_{unit}": res[0],
-                            "limited_by": res[1], f"{unit}s": cus, "waves": waves, "last_wave_efficiency": last,
-                            "wave_efficiency": eff, "launches": n, "time_ns": t, "wasted_ns": int(t * (1 - eff)),
+                            "limited_by": res[1], f"{unit}s": cus, "waves": waves, "last_wave_blocks": tail,
+                            f"last_wave_blocks_per_{unit}": -(-tail // cus), "last_wave_efficiency": last,
+                            "wave_efficiency": eff, "residency_efficiency": res_eff, "launches": n,
+                            "time_ns": t,
+                            "wasted_ns": int(t * (1 - res_eff)), "upper_bound_wasted_ns": int(t * (1 - eff)),
                             **g.get("extra", {})})
-        if unknown == sum(g["launches"] for g in groups):
+        if unknown == sum(g["launches"] for g in groups) - design:
+            if design and not unknown:
+                return [], none, {"waves": f"skipped: every modelled launch ({design}) is a by-design kernel "
+                                  "(persistent, split-K, attention, collective)"}
             reasons = "; ".join(f"{n} launches: {why}" for why, n in unmodelled.items()) or "no block limit known"
             return [], none, {"waves": f"skipped: no launch could be modelled ({reasons})"}
         lw = multi_eff / multi_ns if multi_ns else None
         frac = wasted / all_ns if all_ns else 0.0
         metrics = [Metric("last_wave_efficiency", lw, "fraction", "higher"),
                    Metric("wave_quantization_fraction", frac, "fraction", "lower")]
+        share = wasted / window if window else None
         status = {"waves": {"multi_wave_kernel_time_ns": int(multi_ns), "last_wave_efficiency": lw,
-                            "quantization_fraction": frac, "underfilled_launches": under,
-                            "underfilled_time_ns": int(under_ns), "launches_without_block_limit": unknown,
-                            "launches_not_modelled": unmodelled}}
-        sev = _severity(frac, WAVE_WARNING_FRACTION, WAVE_INFO_FRACTION)
-        if sev is None:
+                            "quantization_fraction": frac, "wasted_ns": int(wasted),
+                            "upper_bound_wasted_ns": int(upper), "run_share": share,
+                            "underfilled_launches": under, "underfilled_time_ns": int(under_ns),
+                            "by_design_launches": design, "by_design_time_ns": int(design_ns),
+                            "launches_without_block_limit": unknown, "launches_not_modelled": unmodelled}}
+        sev = run_share_severity(share)
+        if sev is None or lw is None:
             return [], metrics, status
-        worst = sorted(kernels, key=lambda x: -x["wasted_ns"])[:TOP]
+        worst = sorted(kernels, key=lambda x: (-x["wasted_ns"], -x["upper_bound_wasted_ns"]))[:TOP]
         w = worst[0]
         amd = w["vendor"] == "amd"
-        cus, res_key = (w["cus"], "resident_blocks_per_cu") if amd else (w["sms"], "resident_blocks_per_sm")
+        unit = "cu" if amd else "sm"
+        cus, res_key = w[f"{unit}s"], f"resident_blocks_per_{unit}"
+        blocks_word, sm_word, one = ("workgroups", "CUs", "a CU") if amd else ("blocks", "SMs", "an SM")
+        bound = (f"; ≤{upper / 1e6:.3f} ms if per-block time is fixed" if upper > wasted * 1.005
+                 else "; one resident per SM/CU, so a full wave either way")
         return [Finding(
             severity=sev,
-            title=f"GPU wave tails waste {frac:.1%} of kernel time (last-wave efficiency {lw:.0%})",
+            title=(f"GPU wave tails cost ≈{wasted / 1e6:.3f} ms ({share:.1%} of the run window{bound}), "
+                   f"last-wave efficiency {lw:.0%}"),
             detail=(
-                f"{w['kernel'][:80]} launches {w['blocks']} {'workgroups' if amd else 'blocks'} on {cus} "
-                f"{'CUs' if amd else 'SMs'} × {w[res_key]} resident (limited by {w['limited_by']}) = "
-                f"{w['waves']} waves, the last {w['last_wave_efficiency']:.0%} full. Pick tile sizes (or "
-                "split-K / stream-K) so that blocks fill whole waves"
+                f"{w['kernel'][:80]} launches {w['blocks']} {blocks_word} on {cus} {sm_word} × "
+                f"{w[res_key]} resident (limited by {w['limited_by']}) = {w['waves']} waves, the last "
+                f"{w['last_wave_efficiency']:.0%} full ({w['last_wave_blocks']} {blocks_word}, "
+                f"≤{w[f'last_wave_blocks_per_{unit}']} per {sm_word[:-1]}). Model: {one}'s throughput "
+                f"is shared by its resident {blocks_word}, so a partial wave of r {blocks_word} on C "
+                f"slots costs ⌈r ÷ {sm_word}⌉ ÷ resident of a full wave (≈{wasted / 1e6:.3f} ms over the "
+                "run); it costs a whole wave only when per-block time is fixed (latency-bound, or 1 "
+                f"resident): the upper bound {upper / 1e6:.3f} ms. Pick tile sizes (or split-K / "
+                f"stream-K) so that {blocks_word} fill whole waves"
                 + (", or free the limiting resource (VGPRs/AGPRs, LDS) so more workgroups fit per CU."
                    if amd else ".")
             ),
-            evidence={"kernel_time_ns": int(all_ns or 0), "wasted_ns": int(wasted), "kernels": worst},
+            evidence={"kernel_time_ns": int(all_ns or 0), "wasted_ns": int(wasted),
+                      "upper_bound_wasted_ns": int(upper),
+                      "model": "residency: kernel time ∝ ⌈blocks ÷ SMs⌉; upper bound: every wave, the last "
+                               "included, takes a full wave's time",
+                      "run_window_ns": window, "run_share": share, "by_design_launches": design,
+                      "by_design_time_ns": int(design_ns), "kernels": worst},
             saving_ns=int(wasted),
-            saving_fraction=wasted / window if window else None,
+            saving_fraction=share,
         )], metrics, status
 
 

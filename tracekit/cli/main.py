@@ -405,6 +405,18 @@ def analyze(
         fail(str(exc))
         return
     _print_findings(results, fmt)
+    # AMD runs captured without any counters get no per-run finding (wave_stalls metric
+    # stall_counters_present = 0): the one-pass rocprofv3 line is said once per invocation
+    bare = [
+        r for r in results
+        if any(m["analyzer"] == "wave_stalls" and m["name"] == "stall_counters_present" and m["value"] == 0
+               for m in r["metrics"])
+        and not any(f["analyzer"] == "wave_stalls" and "rocprofv3" in f["evidence"] for f in r["findings"])
+    ]
+    if bare:
+        from tracekit.analysis.wave_stalls import stall_counter_hint
+
+        sys.stderr.write(stall_counter_hint(len(bare)) + "\n")
 
 
 def _print_findings(results: list[dict[str, Any]], fmt: str) -> None:

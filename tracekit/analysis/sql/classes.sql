@@ -27,7 +27,7 @@ CREATE OR REPLACE TEMP MACRO kernel_class(name, category, hlo_category) AS
 -- @returns BOOLEAN true when low occupancy or a partial wave is the kernel's design
 CREATE OR REPLACE TEMP MACRO by_design_low_occupancy(name, kclass) AS
   kclass IN ('communication', 'attention', 'memcpy')
-  OR regexp_matches(lower(name), 'persistent|gemv|wvspl?i?tk|splitk|stream_?k|skinny|cooperative');
+  OR regexp_matches(lower(name), 'persistent|gemv|mul_mat_vec|wvspl?i?tk|splitk|stream_?k|skinny|cooperative');
 
 -- Every device activity row that is device work (kernels, copies, sets, XLA ops), with its
 -- class. XPlane `xla_async` rows (the in-flight span of an async TPU op, overlapping the ops on
@@ -50,12 +50,12 @@ WITH names AS (
   WHERE category <> 'xla_async' AND in_scope(run_id)),
 cls AS (
   SELECT run_id, name, category, coalesce(hlo_category, '') AS hlo,
-         kernel_class(name, category, hlo_category) AS kernel_class
+         kernel_class(name, category, hlo_category) AS kernel_class,
+         by_design_low_occupancy(name, kernel_class(name, category, hlo_category)) AS by_design
   FROM names)
 SELECT k.run_id, k.rank, k.device, k.stream, k.category, k.name, k.start_ns,
        greatest(k.dur_ns, 0) AS dur_ns, k.start_ns + greatest(k.dur_ns, 0) AS end_ns,
-       k.correlation_id, c.kernel_class,
-       by_design_low_occupancy(k.name, c.kernel_class) AS by_design
+       k.correlation_id, c.kernel_class, c.by_design
 FROM kernels k
 JOIN cls c ON c.run_id = k.run_id AND c.name = k.name AND c.category = k.category
           AND c.hlo = coalesce(k.hlo_category, '')

@@ -50,7 +50,8 @@ FROM host_events WHERE name LIKE 'Torch-Compiled Region%' AND in_scope(run_id);
 -- A gap's cause is the first of graph_capture, data_loading, compile, sync, compiled_region
 -- whose host spans (same rank) cover at least {cause_min_cover} of the gap; else `host_wait`
 -- (cause "host": the launching call of the work that ends the gap was submitted after the gap
--- began — the host was late; rows 2…n of one graph replay never count), else `launch_overhead`
+-- began — the host was late; submitted = the end of a kernel launch call, the start of a graph
+-- launch, so rows 2…n of one graph replay, submitted with its first, never count), else `launch_overhead`
 -- (a gap under {kernel_wait_ns} ns with work already queued), else `unexplained` (work was
 -- queued and nothing on the host explains the wait: dependencies, cross-stream or cross-device
 -- waits, or device rows without a launching call such as XLA ops).
@@ -96,22 +97,20 @@ best AS (
                                       cause_kind)) AS cover
   FROM ov WHERE cover >= {cause_min_cover}
   GROUP BY ALL),
-call AS (  -- the launching call of the work that ends each gap
-  SELECT g.run_id, g.rank, g.device, g.start_ns, r.api_kind,
-         CASE WHEN r.api_kind = 'graph_launch' THEN r.start_ns ELSE r.end_ns END AS submit_ns,
-         r.api_kind = 'graph_launch' AND gl.first_kernel_start_ns < g.end_ns AS graph_inner
+call AS (  -- the launching call of the work that ends each gap (host_events: no per-row api_kind CASE)
+  SELECT g.run_id, g.rank, g.device, g.start_ns,
+         CASE WHEN regexp_matches(r.name, '^(cuda|cu|hip)GraphLaunch') THEN r.start_ns
+              ELSE r.start_ns + r.dur_ns END AS submit_ns
   FROM g
-  JOIN runtime_calls r ON r.run_id = g.run_id AND r.rank = g.rank AND r.correlation_id = g.first_correlation_id
-  LEFT JOIN (SELECT * FROM graph_launches WHERE in_scope(run_id)) gl
-    ON gl.run_id = r.run_id AND gl.rank = r.rank AND gl.correlation_id = r.correlation_id
+  JOIN host_events r ON r.run_id = g.run_id AND r.rank = g.rank AND r.correlation_id = g.first_correlation_id
+   AND r.category IN ('runtime', 'driver')
   WHERE g.first_correlation_id IS NOT NULL AND in_scope(r.run_id)
   QUALIFY row_number() OVER (PARTITION BY g.run_id, g.rank, g.device, g.start_ns ORDER BY r.start_ns) = 1)
 SELECT g.run_id, g.rank, g.device, g.start_ns, g.end_ns, g.dur_ns,
-       coalesce(bt.cause, CASE WHEN NOT coalesce(c.graph_inner, false) AND c.submit_ns > g.start_ns THEN 'host'
+       coalesce(bt.cause, CASE WHEN c.submit_ns > g.start_ns THEN 'host'
                                WHEN g.dur_ns < {kernel_wait_ns} THEN 'launch overhead'
                                ELSE 'unexplained' END) AS cause,
-       coalesce(bt.cause_kind, CASE WHEN NOT coalesce(c.graph_inner, false) AND c.submit_ns > g.start_ns
-                                    THEN 'host_wait'
+       coalesce(bt.cause_kind, CASE WHEN c.submit_ns > g.start_ns THEN 'host_wait'
                                     WHEN g.dur_ns < {kernel_wait_ns} THEN 'launch_overhead'
                                     ELSE 'unexplained' END) AS cause_kind,
        bt.cause_name, bt.cover AS covered_fraction

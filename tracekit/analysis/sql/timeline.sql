@@ -10,22 +10,28 @@
 -- @column end_ns BIGINT last end in the island (ns)
 -- @column dur_ns BIGINT end_ns − start_ns (ns)
 -- @column n_rows BIGINT device rows in the island
--- @column first_correlation_id BIGINT launching-call id of the island's earliest row that has one
+-- @column first_correlation_id BIGINT launching-call id of the island's earliest row (NULL when it has none)
 CREATE OR REPLACE TEMP VIEW busy_intervals AS
-WITH ordered AS (
+WITH ordered AS (  -- one sort: a row starts an island when it starts after every earlier row ended
   SELECT run_id, rank, device, start_ns, end_ns, correlation_id,
-         max(end_ns) OVER (PARTITION BY run_id, rank, device ORDER BY start_ns, end_ns
-                           ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_end
-  FROM device_work),
-numbered AS (
-  SELECT *, sum(CASE WHEN prev_end IS NULL OR start_ns > prev_end THEN 1 ELSE 0 END)
-              OVER (PARTITION BY run_id, rank, device ORDER BY start_ns, end_ns
-                    ROWS UNBOUNDED PRECEDING) AS island
-  FROM ordered)
-SELECT run_id, rank, device, island, min(start_ns) AS start_ns, max(end_ns) AS end_ns,
-       max(end_ns) - min(start_ns) AS dur_ns, count(*) AS n_rows,
-       arg_min(correlation_id, start_ns) FILTER (WHERE correlation_id IS NOT NULL) AS first_correlation_id
-FROM numbered GROUP BY run_id, rank, device, island;
+         max(end_ns) OVER w_before AS prev_end,
+         max(end_ns) OVER w_all AS last_end,
+         row_number() OVER w_all AS rn,
+         count(*) OVER w_all AS n_all
+  FROM device_work
+  WINDOW w_before AS (PARTITION BY run_id, rank, device ORDER BY start_ns, end_ns
+                      ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING),
+         w_all AS (PARTITION BY run_id, rank, device ORDER BY start_ns, end_ns
+                   ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING)
+  QUALIFY prev_end IS NULL OR start_ns > prev_end)
+SELECT run_id, rank, device,
+       row_number() OVER w AS island, start_ns,
+       coalesce(lead(prev_end) OVER w, last_end) AS end_ns,
+       coalesce(lead(prev_end) OVER w, last_end) - start_ns AS dur_ns,
+       coalesce(lead(rn) OVER w, n_all + 1) - rn AS n_rows,
+       correlation_id AS first_correlation_id
+FROM ordered
+WINDOW w AS (PARTITION BY run_id, rank, device ORDER BY start_ns);
 
 -- Sessions of a device's timeline: runs of islands separated by less than one minute
 -- ({session_gap_ns} ns). A run stitched from captures days apart has several.

@@ -79,10 +79,10 @@ host AS (
                                          'aten::miopen_convolution', 'aten::conv3d')) AS n_conv,
          count(*) AS n_host
   FROM host_events WHERE category IN ('op', 'annotation', 'step', 'name_scope') AND in_scope(run_id) GROUP BY run_id),
-dev AS (
-  SELECT run_id, count(*) AS n_rows,
-         count(*) FILTER (WHERE regexp_matches(lower(name), 'backward|_bwd|bwd_|wgrad|dgrad')) AS n_bwd
-  FROM device_work GROUP BY run_id),
+dev AS (  -- the name regex once per distinct kernel name
+  SELECT run_id, sum(n) AS n_rows,
+         sum(n) FILTER (WHERE regexp_matches(lower(name), 'backward|_bwd|bwd_|wgrad|dgrad')) AS n_bwd
+  FROM (SELECT run_id, name, count(*) AS n FROM device_work GROUP BY run_id, name) GROUP BY run_id),
 gen AS (
   SELECT run_id, count(*) AS n_calls, count(DISTINCT kv_len) AS n_kv, min(kv_len) AS kv_min, max(kv_len) AS kv_max,
          max(q_len) AS q_max
