@@ -14,7 +14,7 @@ from tracekit.analysis.base import ANALYZERS, Analyzer, AnalyzerResult, analyze_
 
 class _Broken(Analyzer, name="_broken_for_test"):
     def analyze(self, con: duckdb.DuckDBPyConnection, run_id: str) -> AnalyzerResult:
-        return [][0]  # type: ignore[no-any-return]  # IndexError, like wave_stalls once did
+        raise IndexError("list index out of range")  # as wave_stalls once did
 
 
 def test_a_failing_analyzer_becomes_an_error_row_and_the_rest_run(tmp_path: Path) -> None:

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import duckdb
 import pytest
+from conftest import ROOT, needs_shared
 
 import tracekit
-from conftest import ROOT, needs_shared
 from tracekit.analysis import library
 
 
@@ -137,7 +137,7 @@ def test_a_name_containing_decode_is_no_step_and_no_decode(tmp_path: Path) -> No
 
 @pytest.fixture(scope="module")
 def corpus_store(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:
-    from corpus_runs import CORPUS_RUNS, run_path
+    from corpus_runs import run_path
 
     tmp = tmp_path_factory.mktemp("corpus")
     store = tmp / "c.duckdb"

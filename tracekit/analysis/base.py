@@ -90,7 +90,7 @@ def analyze_run(
         for n in chosen:
             try:
                 results[n] = ANALYZERS[n]().analyze(con, run_id)
-            except Exception as exc:  # one analyzer's bug must not stop the others or the other runs
+            except Exception as exc:  # noqa: BLE001  (one analyzer's bug must not stop the others or the other runs)
                 first = (str(exc).strip().splitlines() or [""])[0][:300]
                 results[n] = AnalyzerResult(findings=[Finding(
                     severity="error",

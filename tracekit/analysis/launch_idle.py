@@ -157,7 +157,9 @@ class LaunchIdle(Analyzer, name="launch_idle"):
         is_xla = bool(con.execute("SELECT count(*) > 0 FROM runs WHERE run_id = $run AND format = 'xplane'",
                                   p).fetchall()[0][0])
 
-        frac = lambda x: x / window  # noqa: E731
+        def frac(x: float) -> float:
+            return x / window
+
         enough = n_direct >= MIN_SAMPLES
         host_wait = by_kind.get("host_wait", 0)
         between = by_kind.get("launch_overhead", 0)
@@ -279,10 +281,10 @@ class LaunchIdle(Analyzer, name="launch_idle"):
             res.findings.append(Finding(
                 severity=sev,
                 title=f"device waits for the host {frac(rest):.0%} of the window ({_ms(rest)}): host work between launches",
-                detail=(f"In these gaps the work that ends the gap had not been submitted yet, and no DataLoader, "
-                        f"compile, synchronising call or compiled region explains them: host work between launches "
-                        f"(scheduling, sampling, input preparation, Python): overlap it with the device "
-                        f"(asynchronous scheduling, prepare the next step's inputs while this one runs) "
+                detail=("In these gaps the work that ends the gap had not been submitted yet, and no DataLoader, "
+                        "compile, synchronising call or compiled region explains them: host work between launches "
+                        "(scheduling, sampling, input preparation, Python): overlap it with the device "
+                        "(asynchronous scheduling, prepare the next step's inputs while this one runs) "
                         + ("— the run already replays graphs, so the gaps are between replays." if graph_frac >= GRAPH_MAJORITY
                            else "— gaps over 1 ms are host work, not launch cost: graphs alone will not remove them.")
                         + trim_note),

@@ -196,20 +196,20 @@ def markdown() -> str:
     lines = [
         "# The analysis SQL library",
         "",
-        "<!-- generated from tracekit/analysis/sql/*.sql by `python -m tracekit.analysis.library`; "
-        "do not edit by hand -->",
+        ("<!-- generated from tracekit/analysis/sql/*.sql by `python -m tracekit.analysis.library`; "
+         "do not edit by hand -->"),
         "",
-        "DuckDB views and macros that the analyzers, `report`, `compare`, `check` and the dashboard "
-        "build on, installed as TEMP objects on every connection tracekit opens for analysis and on "
-        "`tracekit query`'s read-only connection, so they can be called from there:",
+        ("DuckDB views and macros that the analyzers, `report`, `compare`, `check` and the dashboard "
+         "build on, installed as TEMP objects on every connection tracekit opens for analysis and on "
+         "`tracekit query`'s read-only connection, so they can be called from there:"),
         "",
         "```sh",
         "tracekit query \"SELECT cause, count(*), sum(dur_ns)/1e6 AS ms FROM idle_gaps WHERE run_id = 'RUN' GROUP BY ALL\"",
         "```",
         "",
-        "Times are integer nanoseconds on the trace's clock unless a column says otherwise; "
-        "fractions are 0..1. Every view covers every run of the store: filter on `run_id` "
-        "(DuckDB pushes the filter down to the base tables).",
+        ("Times are integer nanoseconds on the trace's clock unless a column says otherwise; "
+         "fractions are 0..1. Every view covers every run of the store: filter on `run_id` "
+         "(DuckDB pushes the filter down to the base tables)."),
         "",
     ]
     for fname in FILES:

@@ -359,7 +359,8 @@ def query(
     store: StoreOpt = None,
     fmt: FormatOpt = "table",
 ) -> None:
-    """Run a read-only SQL query (views: runs, kernels, ops, runtime_calls, launches, ...)."""
+    """Run a read-only SQL query (views: runs, kernels, ops, runtime_calls, launches, ...; the analysis
+    library: idle_gaps, steps, run_window, run_workload, device_time_by_class, ... — docs/sql.md)."""
     from tracekit.api import run_query
 
     _check_format(fmt)
