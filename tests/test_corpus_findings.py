@@ -112,3 +112,22 @@ def test_store_is_readable_by_query_with_the_library(analyzed: dict[str, dict[st
                     store=store)
     cols, rows = run_query("SELECT count(*) AS n FROM idle_gaps", store)
     assert cols == ["n"] and rows[0][0] >= 0
+
+
+@pytest.mark.parametrize("label,cause", [
+    ("hta-a100-alexnet-cudasync", "cudaFree"),  # a 10 s warm-up: cuDNN/CUDA start-up, not host work
+    ("hta-mi250-train-tiny", "hipLaunchKernel"),  # a 6.5 ms first launch loading its code object
+    ("hta-a100-train-rank0of16", "cudaMemcpyAsync"),  # 140 ms "async" copies from pageable memory
+])
+def test_start_up_and_pageable_copies_are_named(analyzed: dict[str, dict[str, Any]], label: str, cause: str) -> None:
+    idle = [f for f in analyzed[label]["findings"] if f["analyzer"] == "launch_idle"]
+    top = max(idle, key=lambda f: f["saving_fraction"] or 0)
+    assert cause in top["title"], top["title"]
+
+
+@pytest.mark.parametrize("label", ["hta-train-2ranks-of128-sampled", "rocprofv3-llamacpp-gfx1151-decode"])
+def test_incomplete_traces_get_no_timeline_verdict(analyzed: dict[str, dict[str, Any]], label: str) -> None:
+    for f in analyzed[label]["findings"]:
+        if f["analyzer"] in ("launch_idle", "communication"):
+            assert f["severity"] == "info", f["title"]
+    assert any(f["title"].startswith("incomplete trace") for f in analyzed[label]["findings"])

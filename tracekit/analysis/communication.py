@@ -209,6 +209,17 @@ class Communication(Analyzer, name="communication"):
             ],
         }
         label = _label(top)
+        cm = con.execute("SELECT incomplete, note FROM run_completeness WHERE run_id = ?", [run_id]).fetchone()
+        if cm is not None and cm[0]:
+            # a sampled or cut trace: dropped compute looks like exposed communication
+            return AnalyzerResult(findings=[Finding(
+                severity="info",
+                title=(f"communication {comm_fraction:.0%} of the device kernel time kept ({label}); exposure not "
+                       "judged: incomplete trace"),
+                detail=(f"{cm[1]}. The collective share of the kernels that were kept is {comm_fraction:.0%}, but "
+                        "which collective time was overlapped cannot be told when compute kernels were dropped."),
+                evidence={**evidence, "incomplete": cm[1]},
+            )], metrics=metrics)
         if severity == "info":
             title = (f"communication {comm_fraction:.0%} of device kernel time ({label}), "
                      f"{(exposed_fraction or 0):.1%} of the device window exposed")

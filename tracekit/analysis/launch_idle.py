@@ -74,6 +74,13 @@ _ADVICE = {
         "Make the copy asynchronous (non_blocking=True into pinned memory) and read it one step later, "
         "or overlap the host's next-step scheduling with the device (SGLang/vLLM overlap scheduling)."
     ),
+    "runtime_call": (
+        "The host is inside a long runtime call ({name}) while the device has nothing to run: one-time "
+        "start-up inside the captured window (memory allocation or cudaFree, a module/code-object load, "
+        "the first launch of a kernel). Warm up before the profiler starts (a few untimed iterations, "
+        "schedule(wait=…, warmup=…)), pre-allocate (caching allocator, no empty_cache in the loop), and "
+        "compare steady-state iterations only."
+    ),
     "compiled_region": (
         "The idle lies inside torch.compile regions: Python, guard checks and launches between the "
         "compiled graph's kernels. Compile with mode='reduce-overhead' (CUDA/HIP graphs for the compiled "
@@ -125,6 +132,7 @@ class LaunchIdle(Analyzer, name="launch_idle"):
         for kind, _c, _n, ns, *_ in causes:
             by_kind[kind] = by_kind.get(kind, 0) + int(ns)
         wl = con.execute("SELECT workload, has_decode FROM run_workload WHERE run_id = $run", p).fetchone()
+        cm = con.execute("SELECT incomplete, note FROM run_completeness WHERE run_id = $run", p).fetchone()
         workload = str(wl[0]) if wl else "inference"
 
         cadence = con.execute(
@@ -202,11 +210,25 @@ class LaunchIdle(Analyzer, name="launch_idle"):
                      if trimmed else "")
         graph_frac = int(graph[1]) / n_kernels if n_kernels else 0.0
 
+        if cm is not None and cm[0]:
+            res.findings.append(Finding(
+                severity="info",
+                title=f"incomplete trace: no timeline verdict ({cm[1]})",
+                detail=(f"{cm[1]}. Gaps in such a trace are dropped events as much as idle device time, so no "
+                        f"idle, host-wait or launch-bound verdict is drawn (measured busy {frac(busy):.0%} of "
+                        "the window, for what it is worth). Capture the whole window (no event sampling or "
+                        "trimming) to judge the timeline."),
+                evidence={**evidence, "incomplete": cm[1]},
+            ))
+            return res
+
         if workload == "graph_capture":
+            n_calls = con.execute(
+                "SELECT launch_calls, launches_without_work FROM run_completeness WHERE run_id = $run", p).fetchone()
             res.findings.append(Finding(
                 severity="info",
                 title=("graph-capture trace: launches inside stream capture record no device work "
-                       f"({frac(by_kind.get('graph_capture', 0)):.0%} of the window idle during capture)"),
+                       + (f"({n_calls[1]} of {n_calls[0]} launch calls ran nothing)" if n_calls else "")),
                 detail=("This trace records a CUDA/HIP graph being captured (StreamBeginCapture … EndCapture): the "
                         "launches inside the capture are recorded into the graph and run nothing, so the device "
                         "idles by construction. It says nothing about serving speed: profile the graph replay "
@@ -216,7 +238,7 @@ class LaunchIdle(Analyzer, name="launch_idle"):
             return res
 
         # one finding per explained cause (the cause named in the title), largest first
-        for kind in ("data_loading", "compile", "sync", "compiled_region"):
+        for kind in ("data_loading", "compile", "sync", "runtime_call", "compiled_region"):
             rows = [c for c in causes if c[0] == kind]
             ns = sum(int(c[3]) for c in rows)
             sev = _severity(frac(ns))
@@ -286,7 +308,8 @@ class LaunchIdle(Analyzer, name="launch_idle"):
                         "(scheduling, sampling, input preparation, Python): overlap it with the device "
                         "(asynchronous scheduling, prepare the next step's inputs while this one runs) "
                         + ("— the run already replays graphs, so the gaps are between replays." if graph_frac >= GRAPH_MAJORITY
-                           else "— gaps over 1 ms are host work, not launch cost: graphs alone will not remove them.")
+                           else "— gaps over 1 ms are host work, not launch cost: graphs alone will not remove them."
+                           if long_host_wait > 0 else "or capture the step in a graph.")
                         + trim_note),
                 evidence=evidence,
                 saving_ns=int(rest),

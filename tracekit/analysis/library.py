@@ -161,7 +161,7 @@ def install(con: duckdb.DuckDBPyConnection) -> None:
 
 #: Views that several analyzers read: analyze materializes them once per run (:func:`scoped`).
 MATERIALIZE = ("device_work", "busy_intervals", "device_sessions", "run_window", "idle_cause_spans", "idle_gaps",
-               "idle_by_cause", "steps", "run_workload")
+               "idle_by_cause", "steps", "run_workload", "run_completeness")
 
 
 @contextmanager

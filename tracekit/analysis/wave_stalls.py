@@ -53,7 +53,9 @@ Math (per kernel name; "time" = Σ ``dur_ns`` of its ``kernels`` rows, TPU ``dev
 
 Thresholds: see the module constants (fractions 0..1; shares of kernel time). The ranking finding
 is ``critical``/``warning`` from the stall-weighted time fraction when it rests on wave counters;
-an occupancy-only ranking is at most a ``warning`` (low mean occupancy). Either is capped by how
+an occupancy-only ranking is at most a ``warning`` (low mean occupancy). Under
+``MIN_STALLED_NS`` (0.1 ms) of stall-weighted time there is no finding (a one-block 2 µs kernel
+is not an occupancy problem). Either is capped by how
 much of the run is at stake, the stall-weighted time ÷ the run's device window time (Σ
 ``run_window.window_ns``): no finding under 1 %, at most info under 5 %, warning under 20 %
 (:func:`~tracekit.analysis.padding_waste.run_share_severity`). A pooled PC-sample finding (no
@@ -84,6 +86,7 @@ STALL_CRITICAL_FRACTION = 0.75  # same
 DEPENDENCY_WAIT_HIGH = 0.60  # fraction of wave cycles waiting on dependencies (s_waitcnt, memory)
 ISSUE_WAIT_HIGH = 0.20  # fraction of wave cycles unable to issue (pipe back-pressure)
 LOW_OCCUPANCY = 0.25  # fraction of the wave/warp slots of the CUs/SMs
+MIN_STALLED_NS = 100_000  # ns of stall-weighted time below which nothing is worth a finding (a 2 µs kernel)
 DMA_WAIT_WARNING_FRACTION = 0.20  # TPU: DMA-wait op time ÷ op time
 DMA_WAIT_CRITICAL_FRACTION = 0.50  # same
 SYNC_WAIT_WARNING_FRACTION = 0.05  # TPU: barrier + dependency-wait time ÷ the device's op window
@@ -515,7 +518,7 @@ class WaveStalls(Analyzer, name="wave_stalls"):
         # under 1 % there is no finding, and the severity is at most what that share allows
         share = stalled_ns / window_ns if window_ns else None
         cap = run_share_severity(share)
-        if cap is None:
+        if cap is None or stalled_ns < MIN_STALLED_NS:
             return None
         severity = min(severity, cap, key=_SEVERITY_RANK.index)
         lead = top[0]

@@ -4,12 +4,16 @@
 -- EndCapture on one thread: launches inside record no device work), `data_loading` (PyTorch
 -- DataLoader `enumerate(DataLoader)#…__next__` spans), `compile` (XLA / torch.compile / JAX
 -- compilation spans), `sync` (synchronising runtime calls: *Synchronize, StreamWait/EventQuery,
--- blocking (non-Async) memcpy calls such as cudaMemcpy / hipMemcpyWithStream, and Kineto
--- cuda_sync events), `compiled_region` (torch.compile's `Torch-Compiled Region` spans: Python
+-- blocking (non-Async) memcpy calls such as cudaMemcpy / hipMemcpyWithStream, "Async" copies
+-- whose call itself lasts ≥ 1 ms (pageable memory: the call blocks), and Kineto cuda_sync events),
+-- `runtime_call` (a start-up runtime/driver call lasting ≥ 1 ms: allocation and free, module
+-- and code-object loads, context/stream/event creation, graph instantiation, a first launch
+-- that loads its code object — one-time start-up inside the capture),
+-- `compiled_region` (torch.compile's `Torch-Compiled Region` spans: Python
 -- and guard overhead between the compiled graph's kernels).
 -- @column run_id VARCHAR the run
 -- @column rank INTEGER the rank (host process)
--- @column cause_kind VARCHAR graph_capture | data_loading | compile | sync | compiled_region
+-- @column cause_kind VARCHAR graph_capture | data_loading | compile | sync | runtime_call | compiled_region
 -- @column cause VARCHAR the cause as findings name it (DataLoader, torch.compile region, compilation, graph capture, or the sync API's name, e.g. hipMemcpyWithStream)
 -- @column name VARCHAR the span's own name
 -- @column start_ns BIGINT span start (ns, host clock)
@@ -39,7 +43,12 @@ UNION ALL
 SELECT run_id, rank, 'sync', regexp_replace(name, '(_v[0-9]+)?(_ptsz|_spt)?$', ''), name, start_ns, end_ns
 FROM runtime_calls
 WHERE dur_ns > 0 AND in_scope(run_id) AND (api_kind = 'sync'
-   OR (api_kind = 'memcpy' AND NOT regexp_matches(name, '(?i)async')))
+   OR (api_kind = 'memcpy' AND (NOT regexp_matches(name, '(?i)async') OR dur_ns >= 1000000)))
+UNION ALL
+SELECT run_id, rank, 'runtime_call', regexp_replace(name, '(_v[0-9]+)?(_ptsz|_spt)?$', ''), name, start_ns, end_ns
+FROM runtime_calls
+WHERE dur_ns >= 1000000 AND in_scope(run_id) AND api_kind NOT IN ('sync', 'memcpy')
+  AND regexp_matches(name, '(?i)malloc|free|module_?load|loaddata|launchkernel|hostalloc|hostregister|meminfo|init|setdevice|getdevice|ctxcreate|primaryctx|streamcreate|eventcreate|graphinstantiate')
 UNION ALL
 SELECT run_id, rank, 'sync', name, name, start_ns, end_ns FROM syncs WHERE dur_ns > 0 AND in_scope(run_id)
 UNION ALL
@@ -47,8 +56,10 @@ SELECT run_id, rank, 'compiled_region', 'torch.compile region', name, start_ns, 
 FROM host_events WHERE name LIKE 'Torch-Compiled Region%' AND in_scope(run_id);
 
 -- Every idle gap of a device inside its run window (between two busy islands), with its cause.
--- A gap's cause is the first of graph_capture, data_loading, compile, sync, compiled_region
--- whose host spans (same rank) cover at least {cause_min_cover} of the gap; else `host_wait`
+-- A gap of at least {kernel_wait_ns} ns gets the first of graph_capture, data_loading, compile,
+-- sync, runtime_call, compiled_region whose host spans (same rank) cover at least
+-- {cause_min_cover} of it (a shorter gap is inter-kernel latency whatever the host is doing: a
+-- host waiting in cudaDeviceSynchronize does not idle the device for 2 µs); else `host_wait`
 -- (cause "host": the launching call of the work that ends the gap was submitted after the gap
 -- began — the host was late; submitted = the end of a kernel launch call, the start of a graph
 -- launch, so rows 2…n of one graph replay, submitted with its first, never count), else `launch_overhead`
@@ -61,8 +72,8 @@ FROM host_events WHERE name LIKE 'Torch-Compiled Region%' AND in_scope(run_id);
 -- @column start_ns BIGINT gap start = end of the busy island before it (ns)
 -- @column end_ns BIGINT gap end = start of the next island (ns)
 -- @column dur_ns BIGINT gap length (ns)
--- @column cause VARCHAR DataLoader | torch.compile region | compilation | graph capture | <sync API name> | host | launch overhead | unexplained
--- @column cause_kind VARCHAR data_loading | compiled_region | compile | graph_capture | sync | host_wait | launch_overhead | unexplained
+-- @column cause VARCHAR DataLoader | torch.compile region | compilation | graph capture | <sync or runtime API name> | host | launch overhead | unexplained
+-- @column cause_kind VARCHAR data_loading | compiled_region | compile | graph_capture | sync | runtime_call | host_wait | launch_overhead | unexplained
 -- @column cause_name VARCHAR the explaining span's own name (the longest overlapping one), NULL for the fallbacks
 -- @column covered_fraction DOUBLE share of the gap the explaining spans cover (0..1), NULL for the fallbacks
 CREATE OR REPLACE TEMP VIEW idle_gaps AS
@@ -84,16 +95,17 @@ ov AS (
            / any_value(g.dur_ns) AS cover
   FROM g JOIN idle_cause_spans c
     ON c.run_id = g.run_id AND c.rank = g.rank AND c.start_ns < g.end_ns AND c.end_ns > g.start_ns
+  WHERE g.dur_ns >= {kernel_wait_ns}
   GROUP BY g.run_id, g.rank, g.device, g.start_ns, c.cause_kind),
 best AS (
   SELECT run_id, rank, device, start_ns,
-         arg_min(cause_kind, list_position(['graph_capture', 'data_loading', 'compile', 'sync', 'compiled_region'],
+         arg_min(cause_kind, list_position(['graph_capture', 'data_loading', 'compile', 'sync', 'runtime_call', 'compiled_region'],
                                            cause_kind)) AS cause_kind,
-         arg_min(cause, list_position(['graph_capture', 'data_loading', 'compile', 'sync', 'compiled_region'],
+         arg_min(cause, list_position(['graph_capture', 'data_loading', 'compile', 'sync', 'runtime_call', 'compiled_region'],
                                       cause_kind)) AS cause,
-         arg_min(cause_name, list_position(['graph_capture', 'data_loading', 'compile', 'sync', 'compiled_region'],
+         arg_min(cause_name, list_position(['graph_capture', 'data_loading', 'compile', 'sync', 'runtime_call', 'compiled_region'],
                                            cause_kind)) AS cause_name,
-         arg_min(cover, list_position(['graph_capture', 'data_loading', 'compile', 'sync', 'compiled_region'],
+         arg_min(cover, list_position(['graph_capture', 'data_loading', 'compile', 'sync', 'runtime_call', 'compiled_region'],
                                       cause_kind)) AS cover
   FROM ov WHERE cover >= {cause_min_cover}
   GROUP BY ALL),

@@ -73,7 +73,7 @@ FROM f WHERE family IS NOT NULL;
 -- (device_end_ns − device_start_ns), not the host marker: host markers close before the GPU has
 -- run what they launched, and a host block inside a step (a blocking copy) shows as the gap
 -- between the marker's start and device_start_ns. Idle gaps inside the span that a host block
--- explains (idle_gaps of kind sync, data_loading, compile, graph_capture) are counted in
+-- explains (idle_gaps of kind sync, runtime_call, data_loading, compile, graph_capture) are counted in
 -- blocked_ns and left out of step_time_ns: they are reported as idle with their cause, and a
 -- step time that included a 463 ms blocking copy would describe the copy, not the step.
 -- @column run_id VARCHAR the run
@@ -90,7 +90,7 @@ FROM f WHERE family IS NOT NULL;
 -- @column device_start_ns BIGINT first start of the step's device rows (ns; NULL when none)
 -- @column device_end_ns BIGINT last end of the step's device rows (ns)
 -- @column device_span_ns BIGINT device_end_ns − device_start_ns (ns)
--- @column blocked_ns BIGINT idle inside the span explained by a host block (sync, DataLoader, compile, graph capture) (ns)
+-- @column blocked_ns BIGINT idle inside the span explained by a host block (sync, long runtime call, DataLoader, compile, graph capture) (ns)
 -- @column step_time_ns BIGINT device_span_ns − blocked_ns: the step time (ns)
 -- @column n_kernels BIGINT device rows of category kernel in the step
 -- @column n_rows BIGINT device rows of every category in the step
@@ -133,7 +133,7 @@ blocked AS (
          CAST(sum(least(g.end_ns, a.device_end_ns) - greatest(g.start_ns, a.device_start_ns)) AS BIGINT) AS blocked_ns
   FROM agg a JOIN idle_gaps g
     ON g.run_id = a.run_id AND g.rank = a.rank AND g.start_ns < a.device_end_ns AND g.end_ns > a.device_start_ns
-   AND g.cause_kind IN ('sync', 'data_loading', 'compile', 'graph_capture')
+   AND g.cause_kind IN ('sync', 'runtime_call', 'data_loading', 'compile', 'graph_capture')
   GROUP BY ALL)
 SELECT s.run_id, s.rank, s.step, s.family, s.name, s.phase, s.batch_size, s.new_tokens, s.context_tokens,
        s.host_start_ns, s.host_end_ns, a.device_start_ns, a.device_end_ns,

@@ -125,3 +125,41 @@ SELECT run_id,
             WHEN n_rows > 0 THEN 'device work without training, serving or generation evidence'
             ELSE 'no device work' END AS evidence
 FROM j;
+
+-- Whether the trace is complete enough to judge its timeline. A trace cut down by its author or
+-- sampled by a tool (a subset of events kept) shows "idle" where events were dropped, so timeline
+-- verdicts (idle, exposed communication) must not be drawn from it. Incomplete when, outside a
+-- graph capture, at least 20 % of ≥ 20 kernel-launch calls have no device row, or when the ops
+-- kept cover under 5 % of the External-id range they span (≥ 1,000 ops; Kineto numbers every op).
+-- @column run_id VARCHAR the run
+-- @column launch_calls BIGINT kernel-launch runtime calls
+-- @column launches_without_work BIGINT those with no device row (same correlation id)
+-- @column op_id_coverage DOUBLE distinct op External ids ÷ their id range (NULL without ids)
+-- @column incomplete BOOLEAN timeline verdicts are not drawn from this run
+-- @column note VARCHAR why, in one line (NULL when complete)
+CREATE OR REPLACE TEMP VIEW run_completeness AS
+WITH l AS (
+  SELECT c.run_id, count(*) AS launch_calls,
+         count(*) FILTER (WHERE NOT EXISTS (
+           SELECT 1 FROM device_work w WHERE w.run_id = c.run_id AND w.rank = c.rank
+                                         AND w.correlation_id = c.correlation_id)) AS without_work
+  FROM runtime_calls c WHERE c.api_kind = 'kernel_launch' AND in_scope(c.run_id) GROUP BY c.run_id),
+o AS (
+  SELECT run_id, count(*) AS n_ops,
+         count(DISTINCT external_id) / nullif(max(external_id) - min(external_id) + 1, 0) AS coverage
+  FROM ops WHERE external_id IS NOT NULL AND in_scope(run_id) GROUP BY run_id),
+j AS (
+  SELECT r.run_id, coalesce(l.launch_calls, 0) AS launch_calls, coalesce(l.without_work, 0) AS without_work,
+         o.n_ops, o.coverage, w.workload
+  FROM runs r LEFT JOIN l USING (run_id) LEFT JOIN o USING (run_id) LEFT JOIN run_workload w USING (run_id)
+  WHERE in_scope(r.run_id))
+SELECT run_id, launch_calls, without_work AS launches_without_work, coverage AS op_id_coverage,
+       coalesce((workload <> 'graph_capture' AND launch_calls >= 20 AND without_work >= 0.2 * launch_calls)
+                OR (n_ops >= 1000 AND coverage < 0.05), false) AS incomplete,
+       CASE WHEN workload <> 'graph_capture' AND launch_calls >= 20 AND without_work >= 0.2 * launch_calls
+              THEN printf('%d of %d kernel-launch calls have no device row with their correlation id: the trace was cut or sampled, or its ids do not link',
+                          without_work, launch_calls)
+            WHEN n_ops >= 1000 AND coverage < 0.05
+              THEN printf('the %d ops kept cover %.1f%% of the op ids they span: a sampled trace', n_ops, 100 * coverage)
+       END AS note
+FROM j;
