@@ -83,7 +83,7 @@ def test_no_occupancy_finding_led_by_a_collective_or_unknown_occupancy(analyzed:
             if f["analyzer"] != "wave_stalls":
                 continue
             assert not re.search(r"(?i)nccl|rccl|all_?reduce|all_?gather|multimem|flash", f["title"]), (label, f["title"])
-            if label.startswith("xplane-jax") or label.startswith("xplane-te_"):
+            if label.startswith(("xplane-jax", "xplane-te_")):
                 pytest.fail(f"{label}: occupancy finding on XLA-ROCm's 'not computed' zeros: {f['title']}")
 
 

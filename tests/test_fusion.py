@@ -23,14 +23,12 @@ from conftest import KINETO, SAMPLES, needs_shared
 
 import tracekit
 from tracekit.analysis import analyze_run, library
+from tracekit.analysis.base import RUN_SHARE_CRITICAL, RUN_SHARE_INFO, RUN_SHARE_WARNING
 from tracekit.analysis.categories import NAME_PATTERNS
 from tracekit.analysis.fusion import (
     CHAIN_MAX_GAP_NS,
     KERNEL_FIXED_NS,
     MIN_SAVING_NS,
-    SAVING_CRITICAL_FRACTION,
-    SAVING_INFO_FRACTION,
-    SAVING_WARNING_FRACTION,
     SHORT_KERNEL_NS,
     op_bytes,
     short_name,
@@ -293,7 +291,7 @@ def test_hand_written_trace_chains_and_short_kernels_exactly(tmp_path: Path) -> 
     window = 427_000
     assert metrics["fusion_saving_fraction"] == pytest.approx(saving / window, abs=1e-9)
     [f] = findings
-    assert SAVING_WARNING_FRACTION <= saving / window < SAVING_CRITICAL_FRACTION and f["severity"] == "warning"
+    assert RUN_SHARE_WARNING <= saving / window < RUN_SHARE_CRITICAL and f["severity"] == "warning"
     assert f["saving_ns"] == round(saving) and f["saving_fraction"] == pytest.approx(saving / window, abs=1e-9)
     assert f["title"] == (f"unfused elementwise/norm kernel chains: fusing would save ≈{saving / 1e3:.1f} µs "
                           f"({saving / window:.1%} of the device window); top add → mul → silu ×1 "
@@ -337,7 +335,7 @@ def test_gap_longer_than_the_limit_splits_a_chain(tmp_path: Path) -> None:
 
 
 def test_thresholds_are_ordered() -> None:
-    assert 0 < SAVING_INFO_FRACTION < SAVING_WARNING_FRACTION < SAVING_CRITICAL_FRACTION < 1
+    assert 0 < RUN_SHARE_INFO < RUN_SHARE_WARNING < RUN_SHARE_CRITICAL < 1
     assert MIN_SAVING_NS > KERNEL_FIXED_NS
 
 
@@ -367,7 +365,7 @@ def test_vllm_decode_short_kernels_are_15_5_percent(tmp_path: Path) -> None:
     assert metrics["unfused_chain_time_fraction"] == pytest.approx(ref["chain_ns"] / ref["kernel_ns"], abs=1e-9)
     assert metrics["fusion_saving_fraction"] == pytest.approx(ref["saving_ns"] / ref["window_ns"], abs=1e-9)
     [f] = findings
-    assert f["severity"] == "info" and SAVING_INFO_FRACTION <= f["saving_fraction"] < SAVING_WARNING_FRACTION
+    assert f["severity"] == "info" and RUN_SHARE_INFO <= f["saving_fraction"] < RUN_SHARE_WARNING
     assert f["evidence"]["chains_shape_model"] == 0 and f["evidence"]["graph_launch_calls"] == 1
     # the MoE router of every layer: Inductor's pad kernel, triton_kernels' top-k and bitmatrix sum
     assert f["evidence"]["top_chains"][0]["kernels"] == ["triton_poi_fused_constant_pad_nd_moe_forward_0",
@@ -413,7 +411,7 @@ def test_h100_hf_qwen_unfused_elementwise(tmp_path: Path) -> None:
     assert metrics["unfused_chain_time_fraction"] == pytest.approx(0.543, abs=0.001)
     assert metrics["fusion_saving_fraction"] == pytest.approx(ref["saving_ns"] / ref["window_ns"], rel=1e-6)
     [f] = findings
-    assert f["severity"] == "critical" and f["saving_fraction"] >= SAVING_CRITICAL_FRACTION
+    assert f["severity"] == "critical" and f["saving_fraction"] >= RUN_SHARE_CRITICAL
     # HF's RMSNorm: add (residual) → to(float) → pow → mean → add eps → rsqrt → mul → to(bf16) → mul
     # (weight); ideal fused = read x and the residual, write the output: 3 × 16·559·1024 bf16
     norm = next(t for t in f["evidence"]["top_chains"] if t["kernels"][:3] == ["add", "direct_copy",

@@ -322,7 +322,8 @@ def test_wave_tails_leave_out_by_design_kernels(tmp_path: Path) -> None:
 
 
 def test_residency_model_and_run_share_severity() -> None:
-    from tracekit.analysis.padding_waste import residency_efficiency, run_share_severity, wave_stats
+    from tracekit.analysis.base import run_share_severity
+    from tracekit.analysis.padding_waste import residency_efficiency, wave_stats
 
     # Adam on A100: 320 blocks, 108 SMs × 2 resident = 216 slots: 2 waves, the last 104 blocks ≤ 1 per SM
     assert wave_stats(320, 216) == (2, 104 / 216, 320 / 432)

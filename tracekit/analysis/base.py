@@ -23,6 +23,31 @@ Better = Literal["lower", "higher"]
 
 ANALYZERS: dict[str, type[Analyzer]] = {}
 
+#: Severity from the share of the run's device window a fix would save (issue 14's rule, used by
+#: every analyzer): none under 1 %, info under 5 %, warning under 20 %, else critical.
+RUN_SHARE_INFO = 0.01
+RUN_SHARE_WARNING = 0.05
+RUN_SHARE_CRITICAL = 0.20
+
+
+def run_share_severity(share: float | None) -> Severity | None:
+    """Severity of a finding from the time at stake ÷ the run's device window time: none under
+    :data:`RUN_SHARE_INFO`, info below :data:`RUN_SHARE_WARNING`, warning below
+    :data:`RUN_SHARE_CRITICAL`, else critical (None also when the share is unknown)."""
+    if share is None or share < RUN_SHARE_INFO:
+        return None
+    if share >= RUN_SHARE_CRITICAL:
+        return "critical"
+    return "warning" if share >= RUN_SHARE_WARNING else "info"
+
+
+def run_window_ns(con: duckdb.DuckDBPyConnection, run_id: str) -> int | None:
+    """The run's device window time (ns): Σ ``window_ns`` of the SQL library's ``run_window`` (each
+    device's busiest session, whole), the base of ``saving_fraction`` and of the severities; None
+    when the run has no device work."""
+    row = con.execute("SELECT sum(window_ns) FROM run_window WHERE run_id = ?", [run_id]).fetchall()
+    return int(row[0][0]) if row and row[0][0] else None
+
 
 @dataclass
 class Finding:

@@ -47,8 +47,8 @@ saving is the "top chain" named in the title. Metrics: ``short_kernel_time_fract
 ``unfused_chain_time_fraction`` (Σ chain kernel time ÷ the same kernel time as above) and
 ``fusion_saving_fraction`` (Σ saving ÷ Σ ``run_window.window_ns``).
 
-Thresholds (saving ÷ Σ window_ns): ≥ ``SAVING_CRITICAL_FRACTION`` (20 %) critical, ≥
-``SAVING_WARNING_FRACTION`` (5 %) warning, ≥ ``SAVING_INFO_FRACTION`` (1 %) info, below, or a total
+Thresholds (saving ÷ Σ window_ns, :func:`~tracekit.analysis.base.run_share_severity`): ≥ 20 %
+critical, ≥ 5 % warning, ≥ 1 % info, below, or a total
 saving under ``MIN_SAVING_NS`` (50 µs: a capture of a few kernels), no finding. A run without
 device kernels gets NULL metrics and no finding. The fractions are per-step figures too (every
 steady step has the same mix); the evidence gives absolute times over the window.
@@ -71,16 +71,14 @@ from typing import Any
 
 import duckdb
 
-from tracekit.analysis.base import Analyzer, AnalyzerResult, Finding, Metric, Severity
+from tracekit.analysis.base import Analyzer, AnalyzerResult, Finding, Metric, run_share_severity
 from tracekit.analysis.hardware import DeviceSpec, identify
 from tracekit.analysis.memory_bound_decode import DTYPE_BYTES, ELEMENTWISE_OPS, elementwise_cost
 
 SHORT_KERNEL_NS = 10_000  # ns: a kernel shorter than this is "short"
 CHAIN_MAX_GAP_NS = 100_000  # ns: a longer gap between two kernels of a stream ends a chain
 KERNEL_FIXED_NS = 2_000  # ns: fixed cost of one kernel on the device (launch, ramp-up, tail)
-SAVING_INFO_FRACTION = 0.01  # of Σ window_ns
-SAVING_WARNING_FRACTION = 0.05
-SAVING_CRITICAL_FRACTION = 0.20
+# severity: base.run_share_severity of the saving ÷ Σ window_ns (1 % info, 5 % warning, 20 % critical)
 MIN_SAVING_NS = 50_000  # ns: a smaller total saving is no finding whatever its share (a capture of a few kernels)
 TOP_CHAINS = 5  # chain groups kept in the evidence
 
@@ -237,7 +235,7 @@ class Fusion(Analyzer, name="fusion"):
             Metric("unfused_chain_time_fraction", tot_t / kernel_ns, "fraction", "lower"),
             Metric("fusion_saving_fraction", saving_fraction, "fraction", "lower"),
         ])
-        severity = next((sev for limit, sev in _SEVERITIES if saving_fraction >= limit), None)
+        severity = run_share_severity(saving_fraction)
         if severity is None or tot_saving < MIN_SAVING_NS or not groups:
             return res
         top = groups[0]
@@ -368,10 +366,6 @@ class Fusion(Analyzer, name="fusion"):
         if row.get("vendor") == "cpu":
             return None
         return identify(row)
-
-
-_SEVERITIES: tuple[tuple[float, Severity], ...] = (
-    (SAVING_CRITICAL_FRACTION, "critical"), (SAVING_WARNING_FRACTION, "warning"), (SAVING_INFO_FRACTION, "info"))
 
 
 def _chain_text(g: ChainGroup, most: int = 4) -> str:

@@ -27,8 +27,8 @@ Math (sums over the run's devices):
 * medians of a launch quantity are metrics only with ≥ ``MIN_SAMPLES`` samples.
 
 Findings (one per cause, the cause named in the title), severity from the share of the window a
-fix would save: ≥ ``CRITICAL_FRACTION`` critical, ≥ ``WARNING_FRACTION`` warning, ≥
-``MIN_FINDING_FRACTION`` info, nothing below. Causes: DataLoader, compilation, a synchronising
+fix would save (:func:`~tracekit.analysis.base.run_share_severity`): ≥ 20 % critical, ≥ 5 % warning,
+≥ 1 % info, nothing below. Causes: DataLoader, compilation, a synchronising
 API (named: ``cudaMemcpy``, ``hipMemcpyWithStream``, ``cudaStreamSynchronize`` …), torch.compile
 region, host launch (launch-bound), unexplained idle. A graph-capture trace gets one ``info``
 finding saying what it is (its launches record no device work; profile replay, not capture) and
@@ -42,12 +42,11 @@ from typing import Any
 
 import duckdb
 
-from tracekit.analysis.base import Analyzer, AnalyzerResult, Better, Finding, Metric, Severity
+from tracekit.analysis.base import Analyzer, AnalyzerResult, Better, Finding, Metric, run_share_severity
 
 GRAPH_RESIDUAL_GAP_NS = 1_000  # ns per kernel a graph replay still leaves between kernels
-MIN_FINDING_FRACTION = 0.01  # of the window: below this no finding
-WARNING_FRACTION = 0.05
-CRITICAL_FRACTION = 0.20
+MIN_FINDING_FRACTION = 0.01  # of the window: below this no finding (base.RUN_SHARE_INFO)
+WARNING_FRACTION = 0.05  # base.RUN_SHARE_WARNING
 UNEXPLAINED_MIN_FRACTION = 0.20  # unexplained idle is reported from this share of the window
 MIN_SAMPLES = 20  # samples a median needs before it is a metric
 LAUNCH_GAP_MAX_NS = 1_000_000  # host-wait gaps longer than this are host work, not launch cadence
@@ -92,16 +91,6 @@ _ADVICE = {
         "activity outside the trace (XPlane captures keep only part of the host). Look at the longest gap."
     ),
 }
-
-
-def _severity(share: float) -> Severity | None:
-    if share >= CRITICAL_FRACTION:
-        return "critical"
-    if share >= WARNING_FRACTION:
-        return "warning"
-    if share >= MIN_FINDING_FRACTION:
-        return "info"
-    return None
 
 
 def _ms(ns: float) -> str:
@@ -241,7 +230,7 @@ class LaunchIdle(Analyzer, name="launch_idle"):
         for kind in ("data_loading", "compile", "sync", "runtime_call", "compiled_region"):
             rows = [c for c in causes if c[0] == kind]
             ns = sum(int(c[3]) for c in rows)
-            sev = _severity(frac(ns))
+            sev = run_share_severity(frac(ns))
             if sev is None:
                 continue
             top = max(rows, key=lambda c: int(c[3]))
@@ -277,7 +266,7 @@ class LaunchIdle(Analyzer, name="launch_idle"):
             and n_intervals >= MIN_SAMPLES and float(host_per_kernel_ns) > float(kernel_ns)
             and graph_frac < GRAPH_MAJORITY and frac(short_host_wait) >= MIN_FINDING_FRACTION
         )
-        sev = _severity(frac(launch_saving))
+        sev = run_share_severity(frac(launch_saving))
         if launch_bound and sev is not None:
             res.findings.append(Finding(
                 severity=sev,
@@ -298,7 +287,7 @@ class LaunchIdle(Analyzer, name="launch_idle"):
             ))
         rest = long_host_wait if launch_bound and sev is not None else host_wait
         if frac(rest) >= WARNING_FRACTION:
-            sev = _severity(frac(rest))
+            sev = run_share_severity(frac(rest))
             assert sev is not None
             res.findings.append(Finding(
                 severity=sev,

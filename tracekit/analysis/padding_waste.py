@@ -99,7 +99,15 @@ from typing import Any
 
 import duckdb
 
-from tracekit.analysis.base import Analyzer, AnalyzerResult, Finding, Metric, Severity
+from tracekit.analysis.base import (
+    Analyzer,
+    AnalyzerResult,
+    Finding,
+    Metric,
+    Severity,
+    run_share_severity,
+    run_window_ns,
+)
 from tracekit.analysis.hardware import DeviceSpec, identify, ridge_point
 
 LAYOUT_WARNING_FRACTION = 0.10  # time-weighted padded share of tiled-op time
@@ -111,9 +119,6 @@ _BUCKET_REMEDY = ("Use finer buckets near the common lengths, pack several reque
                   "or a ragged (paged) prefill kernel.")
 #: Severity of a finding with a saving (matrix tile, wave tails) from saving ÷ the run's device
 #: window time (``run_window``): under 1 % no finding, info 1–5 %, warning 5–20 %, critical ≥ 20 %.
-RUN_SHARE_INFO = 0.01
-RUN_SHARE_WARNING = 0.05
-RUN_SHARE_CRITICAL = 0.20
 TOP = 10  # offending ops/kernels listed in evidence
 
 #: Maximum resident blocks per SM by compute capability (CUDA C++ Programming Guide, table
@@ -462,25 +467,6 @@ def _severity(value: float, warning: float, info: float) -> Severity | None:
     if value >= info:
         return "info"
     return None
-
-
-def run_window_ns(con: duckdb.DuckDBPyConnection, run_id: str) -> int | None:
-    """The run's device window time: Σ ``window_ns`` of the SQL library's ``run_window`` (each
-    device's busiest session, whole), the base of ``saving_fraction`` and of the severities below;
-    None when the run has no device work."""
-    row = con.execute("SELECT sum(window_ns) FROM run_window WHERE run_id = ?", [run_id]).fetchall()
-    return int(row[0][0]) if row and row[0][0] else None
-
-
-def run_share_severity(share: float | None) -> Severity | None:
-    """Severity of a finding from the time at stake ÷ the run's device window time: none under
-    :data:`RUN_SHARE_INFO`, info below :data:`RUN_SHARE_WARNING`, warning below
-    :data:`RUN_SHARE_CRITICAL`, else critical (None also when the share is unknown)."""
-    if share is None or share < RUN_SHARE_INFO:
-        return None
-    if share >= RUN_SHARE_CRITICAL:
-        return "critical"
-    return "warning" if share >= RUN_SHARE_WARNING else "info"
 
 
 class PaddingWaste(Analyzer, name="padding_waste"):

@@ -58,7 +58,7 @@ an occupancy-only ranking is at most a ``warning`` (low mean occupancy). Under
 is not an occupancy problem). Either is capped by how
 much of the run is at stake, the stall-weighted time ÷ the run's device window time (Σ
 ``run_window.window_ns``): no finding under 1 %, at most info under 5 %, warning under 20 %
-(:func:`~tracekit.analysis.padding_waste.run_share_severity`). A pooled PC-sample finding (no
+(:func:`~tracekit.analysis.base.run_share_severity`). A pooled PC-sample finding (no
 kernel trace) is info. AMD runs get the metric ``stall_counters_present`` (1 when all of
 :data:`STALL_COUNTERS` were collected, else 0); an ``info`` finding with the exact one-pass
 ``rocprofv3`` line only when the run has some counters but not that set (the user tried), with
@@ -77,9 +77,16 @@ from typing import Any
 
 import duckdb
 
-from tracekit.analysis.base import Analyzer, AnalyzerResult, Finding, Metric, Severity
+from tracekit.analysis.base import (
+    Analyzer,
+    AnalyzerResult,
+    Finding,
+    Metric,
+    Severity,
+    run_share_severity,
+    run_window_ns,
+)
 from tracekit.analysis.hardware import identify
-from tracekit.analysis.padding_waste import run_share_severity, run_window_ns
 
 STALL_WARNING_FRACTION = 0.50  # stall-weighted share of counted kernel time (wave counters)
 STALL_CRITICAL_FRACTION = 0.75  # same
