@@ -157,17 +157,23 @@ def test_server_without_profiler_dir_is_a_one_line_error(tmp_path: Path) -> None
 
 
 FORKING = """
-import multiprocessing as mp, time, torch
+import json, multiprocessing as mp, os, time, torch
+CONTROL = json.loads(os.environ["TRACEKIT_CAPTURE"])["control_dir"]
+def profiling():  # wait (bounded) until this process's profiler has started: no race with a busy machine
+    deadline = time.monotonic() + 120
+    while not os.path.exists(os.path.join(CONTROL, f"{os.getpid()}.started")) and time.monotonic() < deadline:
+        time.sleep(0.01)
 def work(k):
+    profiling()
     m = torch.nn.Linear(32, 32)
-    for _ in range(150):  # ~1.5 s: long enough for the re-armed profiler to start on a busy machine
-        m(torch.randn(k + 1, 32)); time.sleep(0.01)
+    for _ in range(20):
+        m(torch.randn(k + 1, 32))
 if __name__ == "__main__":
     torch.randn(1)
+    profiling()
     ctx = mp.get_context("fork")
     ps = [ctx.Process(target=work, args=(k,)) for k in range(2)]
     [p.start() for p in ps]; [p.join() for p in ps]
-    time.sleep(0.5)
 """
 
 
@@ -177,7 +183,8 @@ def test_forked_workers_each_write_a_trace_one_run(tmp_path: Path) -> None:
     script = tmp_path / "fork.py"
     script.write_text(FORKING)
     store = tmp_path / "s.duckdb"
-    res = capture_json("--backend", "torch", "--duration", "5", "--out", str(tmp_path / "cap"),
+    # the window stays open until the command exits; every process waits for its own profiler
+    res = capture_json("--backend", "torch", "--duration", "300", "--out", str(tmp_path / "cap"),
                        "--store", str(store), "--no-analyze", "--", PY, str(script))
     pids = {Path(p).name.split(".")[1] for p in res["trace_files"]}
     assert len(res["trace_files"]) == 3 and len(pids) == 3  # parent + 2 forked workers
