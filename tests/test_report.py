@@ -216,3 +216,38 @@ def test_cli_errors(reports: dict[str, Any], tmp_path: Path) -> None:
     assert r.returncode == 2 and "must end in .html" in r.stderr
     r = run_cli("report", rid, "-o", str(tmp_path / "r.md"), "--store", store)
     assert r.returncode == 0 and (tmp_path / "r.md").read_text().startswith(f"# tracekit report: run {rid}")
+
+
+H100_QWEN = CORPUS / "kineto" / "tracelens-h100-qwen05b-inference" / "Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz"
+
+
+@pytest.mark.skipif(not H100_QWEN.is_file(), reason=f"corpus trace not found at {H100_QWEN} (workspace and CI only)")
+def test_kineto_run_with_shapes_gets_a_roofline(tmp_path: Path) -> None:
+    """A Kineto run has no XLA costs but records op shapes: the page draws one point per costed
+    PyTorch op. The aten::mm point is recomputed here from the raw ops' shapes (2·M·N·K FLOPs, bf16
+    A + B + C bytes) and their kernels' device time, independently of the analyzer's code."""
+    store = tmp_path / "s.duckdb"
+    rid = tracekit.ingest([H100_QWEN], store)[0].run_id
+    page = render_report(rid, tmp_path / "r.html", store).read_text()
+    data = _figure_data(page)
+    ops = next(tr for tr in data if tr.get("name") == "ops")
+    point = dict(zip(ops["text"], zip(ops["x"], ops["y"])))
+    with duckdb.connect(str(store), read_only=True) as con:
+        rows = con.execute(
+            """SELECT o.input_dims, o.input_types, sum(k.dur_ns) FROM kernel_ops k
+               JOIN ops o ON o.run_id = k.run_id AND o.external_id = k.external_id AND o.name = k.op_name
+               WHERE k.run_id = ? AND k.op_name = 'aten::mm' AND k.category = 'kernel'
+               GROUP BY o.external_id, o.input_dims, o.input_types""", [rid]).fetchall()
+    flops = nbytes = t = 0.0
+    for dims, types, d in rows:
+        (m, k), (_, n) = json.loads(dims)[:2]
+        assert json.loads(types)[:2] == ["c10::BFloat16", "c10::BFloat16"]
+        flops += 2 * m * n * k
+        nbytes += 2 * (m * k + k * n + m * n)
+        t += d
+    assert rows and "aten::mm" in point
+    x, y = point["aten::mm"]
+    assert x == pytest.approx(flops / nbytes, rel=1e-9)
+    assert y == pytest.approx(flops / (t / 1e9), rel=1e-9)
+    roof = [tr for tr in data if str(tr.get("name", "")).startswith("roof")]
+    assert len(roof) == 1  # H100 is in the catalog

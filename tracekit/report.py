@@ -26,7 +26,10 @@ Sections and the SQL behind them:
   the identified device (:func:`tracekit.analysis.hardware.identify` on the run's device row;
   bf16 peak, HBM bandwidth, :func:`ridge_point`); when the device is not identified the chart has
   no roofs and says so (peaks are never guessed). Without a costable op the page says so instead
-  of drawing an empty chart. Only XPlane TPU captures carry per-op costs today.
+  of drawing an empty chart. Runs without XLA costs (Kineto) get one point per PyTorch op name
+  costed from its recorded shapes — GEMM, attention, elementwise and norm ops, timed by the device
+  time of the kernels they launched (``memory_bound_decode.run_op_costs``, the analyzer's own
+  cost model); graph-replayed kernels carry no shapes and have no point.
 """
 
 from __future__ import annotations
@@ -277,7 +280,23 @@ def roofline_points(con: duckdb.DuckDBPyConnection, run_id: str) -> list[Rooflin
             GROUP BY name ORDER BY sum({TIME_SQL}) DESC, name""",
         [run_id],
     )
-    return [RooflinePoint(n, h, int(c), float(f), float(b), int(t)) for n, h, c, f, b, t in rows]
+    points = [RooflinePoint(n, h, int(c), float(f), float(b), int(t)) for n, h, c, f, b, t in rows]
+    if points:
+        return points
+    # no XLA costs: PyTorch ops costed from their recorded shapes (the analyzer's cost model), one
+    # point per op name
+    from tracekit.analysis.memory_bound_decode import run_op_costs
+
+    by_name: dict[str, list[float]] = {}
+    for c in run_op_costs(con, run_id):
+        if c.flops > 0 and c.nbytes > 0 and c.time_ns > 0:
+            acc = by_name.setdefault(c.name, [0.0, 0.0, 0.0, 0.0])
+            acc[0] += c.count
+            acc[1] += c.flops
+            acc[2] += c.nbytes
+            acc[3] += c.time_ns
+    return sorted((RooflinePoint(n, "torch op (shapes)", int(a[0]), a[1], a[2], int(a[3]))
+                   for n, a in by_name.items()), key=lambda p: (-p.time_ns, p.name))
 
 
 def _roofs(con: duckdb.DuckDBPyConnection, run_id: str, rep: Report) -> None:
@@ -432,9 +451,9 @@ def to_html(rep: Report) -> str:
                      f"({BYTES_SQL}) against Σflops/Σ{TIME_SQL}.</p>")
         parts.append(roofline_figure(rep).to_html(full_html=False, include_plotlyjs=True, div_id="roofline"))
     else:
-        parts.append('<p class="note" id="roofline-none">No chart: no kernel of this run carries XLA FLOP and '
-                     "byte counts (only XPlane captures do today). Ops costed from their PyTorch shapes, if any, are "
-                     "in the memory_bound_decode finding, with the share of device time they cover.</p>")
+        parts.append('<p class="note" id="roofline-none">No chart: no op of this run can be costed (no XLA FLOP '
+                     "and byte counts, and no PyTorch GEMM/attention/elementwise op with recorded shapes: e.g. "
+                     "graph-replayed kernels, or a trace without record_shapes).</p>")
     parts.append("</body></html>\n")
     return "\n".join(parts)
 

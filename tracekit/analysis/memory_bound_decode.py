@@ -757,6 +757,18 @@ class MemoryBoundDecode(Analyzer, name="memory_bound_decode"):
                 f"{ridge:.1f} FLOP/B")
 
 
+def run_op_costs(con: duckdb.DuckDBPyConnection, run_id: str) -> list[Costed]:
+    """Every costed op of the run, whole run (phase ``all``): XLA ops with their cost-model FLOPs and
+    HBM bytes, PyTorch GEMM / attention / elementwise / norm ops costed from their recorded shapes
+    (:func:`op_cost`), timed by the device time of the kernels they launched (CPU-only runs: the op's
+    own span). The one cost model the analyzer and ``tracekit report``'s roofline share."""
+    w_sql, w_params = MemoryBoundDecode._windows_sql([])
+    has_kernels = con.execute(
+        "SELECT count(*) FROM kernels WHERE run_id = ? AND category = 'kernel'", [run_id]).fetchall()[0][0] > 0
+    return (MemoryBoundDecode._xla_costs(con, run_id, w_sql, w_params)
+            + MemoryBoundDecode._torch_costs(con, run_id, w_sql, w_params, has_kernels))
+
+
 def _in_window(t: str, col: str) -> str:
     """``col`` of the window ASOF-joined as the latest one starting at or before ``t`` (``w.ws <= t``),
     or NULL when ``t`` is past its end: the window that holds ``t``, the windows being disjoint."""
