@@ -131,3 +131,17 @@ def test_incomplete_traces_get_no_timeline_verdict(analyzed: dict[str, dict[str,
         if f["analyzer"] in ("launch_idle", "communication"):
             assert f["severity"] == "info", f["title"]
     assert any(f["title"].startswith("incomplete trace") for f in analyzed[label]["findings"])
+
+
+@pytest.mark.parametrize("label", ["tracelens-h100-owlv2-inference", "tracelens-mi300x-owlv2-inference"])
+def test_unfused_attention_is_reported_on_owlv2(analyzed: dict[str, dict[str, Any]], label: str) -> None:
+    """OWLv2 computes attention as bmm → softmax → bmm: the softmax alone is ≈ 46 % of kernel time."""
+    f = [f for f in analyzed[label]["findings"] if f["title"].startswith("unfused attention")]
+    assert len(f) == 1 and f[0]["severity"] in ("warning", "critical")
+    ev = f[0]["evidence"]
+    assert 0.40 <= ev["softmax_time_ns"] / ev["kernel_time_ns"] <= 0.50
+
+
+def test_no_unfused_attention_where_attention_is_fused(analyzed: dict[str, dict[str, Any]]) -> None:
+    for label in ("tracelens-mi300x-sd35-inference", "tracelens-h100-qwen05b-inference"):
+        assert not [f for f in analyzed[label]["findings"] if f["title"].startswith("unfused attention")]

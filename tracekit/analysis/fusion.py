@@ -47,6 +47,11 @@ saving is the "top chain" named in the title. Metrics: ``short_kernel_time_fract
 ``unfused_chain_time_fraction`` (Σ chain kernel time ÷ the same kernel time as above) and
 ``fusion_saving_fraction`` (Σ saving ÷ Σ ``run_window.window_ns``).
 
+Unfused attention (second finding): attention computed as bmm → softmax → bmm writes and re-reads
+the whole Sq×Sk score matrix; when softmax kernels take ≥ ``UNFUSED_SOFTMAX_MIN_FRACTION`` (10 %)
+of device kernel time and more than the fused attention kernels, the finding says so, with the
+softmax time as the (lower-bound) saving of SDPA / flash attention (OWLv2: 46 % of kernel time).
+
 Thresholds (saving ÷ Σ window_ns, :func:`~tracekit.analysis.base.run_share_severity`): ≥ 20 %
 critical, ≥ 5 % warning, ≥ 1 % info, below, or a total
 saving under ``MIN_SAVING_NS`` (50 µs: a capture of a few kernels), no finding. A run without
@@ -79,6 +84,7 @@ SHORT_KERNEL_NS = 10_000  # ns: a kernel shorter than this is "short"
 CHAIN_MAX_GAP_NS = 100_000  # ns: a longer gap between two kernels of a stream ends a chain
 KERNEL_FIXED_NS = 2_000  # ns: fixed cost of one kernel on the device (launch, ramp-up, tail)
 # severity: base.run_share_severity of the saving ÷ Σ window_ns (1 % info, 5 % warning, 20 % critical)
+UNFUSED_SOFTMAX_MIN_FRACTION = 0.10  # softmax kernels ÷ device kernel time for the unfused-attention finding
 MIN_SAVING_NS = 50_000  # ns: a smaller total saving is no finding whatever its share (a capture of a few kernels)
 TOP_CHAINS = 5  # chain groups kept in the evidence
 
@@ -235,6 +241,7 @@ class Fusion(Analyzer, name="fusion"):
             Metric("unfused_chain_time_fraction", tot_t / kernel_ns, "fraction", "lower"),
             Metric("fusion_saving_fraction", saving_fraction, "fraction", "lower"),
         ])
+        self._unfused_attention(con, run_id, window_ns, kernel_ns, res)
         severity = run_share_severity(saving_fraction)
         if severity is None or tot_saving < MIN_SAVING_NS or not groups:
             return res
@@ -267,6 +274,49 @@ class Fusion(Analyzer, name="fusion"):
         res.findings.append(Finding(severity=severity, title=title, detail=detail, evidence=evidence,
                                     saving_ns=tot_saving, saving_fraction=saving_fraction))
         return res
+
+    @staticmethod
+    def _unfused_attention(con: duckdb.DuckDBPyConnection, run_id: str, window_ns: int, kernel_ns: int,
+                           res: AnalyzerResult) -> None:
+        """Attention computed as bmm → softmax → bmm: the softmax kernels read and write the whole
+        Sq×Sk score matrix in HBM, which a fused (flash / SDPA) kernel never materializes. Reported
+        when softmax kernels take ≥ ``UNFUSED_SOFTMAX_MIN_FRACTION`` of device kernel time and more
+        than the run's fused attention kernels; saving ≈ the softmax time (the score matrix's round
+        trips; the two GEMMs around it would also shrink: a lower bound on the gain)."""
+        row = con.execute(
+            """SELECT coalesce(sum(dur_ns) FILTER (WHERE regexp_matches(lower(name), 'softmax')), 0),
+                      count(*) FILTER (WHERE regexp_matches(lower(name), 'softmax')),
+                      coalesce(sum(dur_ns) FILTER (WHERE kernel_class = 'attention'), 0),
+                      arg_max(name, dur_ns) FILTER (WHERE regexp_matches(lower(name), 'softmax'))
+               FROM (SELECT name, any_value(kernel_class) AS kernel_class, sum(dur_ns) AS dur_ns, count(*) AS n
+                     FROM device_work WHERE run_id = ? AND category = 'kernel' GROUP BY name)""",
+            [run_id]).fetchall()[0]
+        softmax_ns, n_names, attention_ns, top = int(row[0]), int(row[1]), int(row[2]), row[3]
+        bmm = con.execute("SELECT count(*) FROM ops WHERE run_id = ? AND name IN ('aten::bmm', 'aten::baddbmm', "
+                          "'aten::matmul')", [run_id]).fetchall()[0][0]
+        share = softmax_ns / kernel_ns if kernel_ns else 0.0
+        sev = run_share_severity(softmax_ns / window_ns if window_ns else None)
+        if share < UNFUSED_SOFTMAX_MIN_FRACTION or softmax_ns <= attention_ns or sev is None:
+            return
+        res.findings.append(Finding(
+            severity=sev,
+            title=(f"unfused attention: softmax kernels take {share:.0%} of device kernel time "
+                   f"({_ms(softmax_ns)}, {softmax_ns / window_ns:.0%} of the device window)"),
+            detail=(f"Attention runs as batched GEMMs around a standalone softmax ({short_name(str(top), 60)}; "
+                    f"{int(bmm)} bmm/matmul ops in the trace), so every layer writes and re-reads the full "
+                    "query×key score matrix in HBM. A fused attention kernel (torch.nn.functional."
+                    "scaled_dot_product_attention with the flash or memory-efficient backend, "
+                    "attn_implementation='sdpa' or 'flash_attention_2' in Hugging Face models) never "
+                    f"materializes it: ≈{_ms(softmax_ns)} of softmax time would go (the GEMMs around it shrink "
+                    "too, so this is a lower bound)."),
+            evidence={"softmax_time_ns": softmax_ns, "softmax_kernel_names": n_names,
+                      "fused_attention_time_ns": attention_ns, "kernel_time_ns": kernel_ns, "window_ns": window_ns,
+                      "bmm_ops": int(bmm),
+                      "recompute": (f"SELECT name, sum(dur_ns) FROM device_work WHERE run_id = '{run_id}' "
+                                    "AND regexp_matches(lower(name), 'softmax') GROUP BY name")},
+            saving_ns=softmax_ns,
+            saving_fraction=softmax_ns / window_ns,
+        ))
 
     @staticmethod
     def _detail(top: ChainGroup, groups: list[ChainGroup], n_chains: int, n_chain_kernels: int, chain_ns: int,
