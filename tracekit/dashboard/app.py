@@ -349,18 +349,19 @@ def page_run(con: duckdb.DuckDBPyConnection, params: dict[str, list[str]]) -> li
     out.append(_table("top-table", [dict(zip(rep.top.columns, r)) for r in rep.top.rows], page_size=20))
     out.append(html.H3("Roofline"))
     source = f"XLA cost model: one point per op name, Σflops/Σbytes ({BYTES_SQL}) against Σflops/Σ{TIME_SQL}"
-    if not rep.points:
-        rep.points = data.analyzer_roofline_points(con, rid)
-        source = ("memory_bound_decode's decode GEMMs: one point per op and shape, FLOPs and bytes from the "
-                  "PyTorch input shapes, time from the op's kernels (CPU-only run: the op itself)")
+    if rep.points and rep.points[0].hlo_category == "torch op (shapes)":
+        source = ("PyTorch GEMM / attention / elementwise / norm ops, one point per op name, FLOPs and bytes from "
+                  "their recorded shapes, time from the op's kernels (CPU-only run: the op itself) — the "
+                  "analyzer's cost model (memory_bound_decode.run_op_costs)")
     if rep.points:
         out.append(_note(f"{rep.roof_note} Points: {source}."))
         fig = roofline_figure(rep)
         fig.update_layout(title=f"Roofline: {len(rep.points)} ops")
         out.append(dcc.Graph(id="roofline", figure=fig))
     else:
-        out.append(_note("No costable ops: no kernel of this run carries FLOP and byte counts (only XPlane TPU "
-                         "captures do today), so there is no roofline.", "roofline-none"))
+        out.append(_note("No costable ops: no XLA FLOP and byte counts and no PyTorch op with recorded shapes "
+                         "(graph-replayed kernels, or a trace without record_shapes), so there is no roofline.",
+                         "roofline-none"))
     compiles = data.compile_timeline(con, rid)
     out.append(html.H3(f"Compiles ({len(compiles)}{'+' if len(compiles) == data.TOP_COMPILES else ''})"))
     if compiles:

@@ -18,7 +18,6 @@ from typing import Any
 import duckdb
 
 from tracekit.analysis.categories import category_case_sql
-from tracekit.report import RooflinePoint
 
 
 @dataclass(frozen=True)
@@ -347,18 +346,3 @@ def request_histograms(con: duckdb.DuckDBPyConnection, run_id: str) -> list[Hist
         out.append(Histogram(col, label, [lo + width * j for j in range(nbins + 1)], counts, sum(counts)))
     return out
 
-
-def analyzer_roofline_points(con: duckdb.DuckDBPyConnection, run_id: str) -> list[RooflinePoint]:
-    """Roofline points from the ``memory_bound_decode`` finding's evidence (``decode_ops``: one
-    entry per decode GEMM op and shape, FLOPs and bytes from PyTorch shapes, time from its
-    kernels or, CPU-only, the op itself) — for runs whose kernels carry no XLA costs."""
-    rows = con.execute(
-        """SELECT evidence->>'$.decode_ops' FROM findings
-           WHERE run_id = ? AND analyzer = 'memory_bound_decode' AND evidence->>'$.decode_ops' IS NOT NULL
-           LIMIT 1""",
-        [run_id],
-    ).fetchall()
-    ops = json.loads(rows[0][0]) if rows else []
-    return [RooflinePoint(f"{o['name']} {o.get('shape') or ''}".strip(), o.get("phase"), int(o["count"]),
-                          float(o["flops"]), float(o["bytes"]), int(o["time_ns"]))
-            for o in ops if o.get("flops") and o.get("bytes") and o.get("time_ns")]
