@@ -118,7 +118,9 @@ def test_wire_reader_equals_wrappers_on_every_file() -> None:
     for path in files:
         raw = xr._read_bytes(path)
         total += _compare_space(raw, str(path))
-    assert total > 30_000  # the sample alone has ~30k events; the corpus adds far more
+    # every compared event counts: the bundled sample alone has 13,439 (a user's clone, no
+    # ../shared); with the corpus the total is far larger
+    assert total > (30_000 if (CORPUS / "xplane").is_dir() else 10_000)
 
 
 def _space() -> bytes:
