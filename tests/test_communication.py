@@ -18,9 +18,10 @@ from typing import Any
 import duckdb
 import pytest
 from conftest import CORPUS, KINETO, SAMPLES, needs_shared
+from helpers import library_query
 
 import tracekit
-from tracekit.analysis import analyze_run, library
+from tracekit.analysis import analyze_run
 from tracekit.analysis.communication import (
     EXPOSED_CRITICAL_FRACTION,
     EXPOSED_WARNING_FRACTION,
@@ -63,13 +64,7 @@ def _analyze(paths: list[Path], store: Path) -> tuple[str, dict[str, float | Non
     return run.run_id, metrics, findings
 
 
-def _query(store: Path, sql: str, params: list[Any]) -> list[tuple[Any, ...]]:
-    con = tracekit.connect(store, read_only=True)
-    try:
-        library.install(con)
-        return con.execute(sql, params).fetchall()
-    finally:
-        con.close()
+_query = library_query
 
 
 # ---- hand-written Kineto traces ---------------------------------------------------------------

@@ -20,9 +20,10 @@ from typing import Any
 import duckdb
 import pytest
 from conftest import KINETO, SAMPLES, needs_shared
+from helpers import library_query
 
 import tracekit
-from tracekit.analysis import analyze_run, library
+from tracekit.analysis import analyze_run
 from tracekit.analysis.base import RUN_SHARE_CRITICAL, RUN_SHARE_INFO, RUN_SHARE_WARNING
 from tracekit.analysis.categories import NAME_PATTERNS
 from tracekit.analysis.fusion import (
@@ -71,13 +72,7 @@ def _analyze(path: Path, store: Path) -> tuple[str, dict[str, float | None], lis
     return run.run_id, metrics, findings
 
 
-def _query(store: Path, sql: str, params: list[Any]) -> list[tuple[Any, ...]]:
-    con = tracekit.connect(store, read_only=True)
-    try:
-        library.install(con)
-        return con.execute(sql, params).fetchall()
-    finally:
-        con.close()
+_query = library_query
 
 
 # ---- independent reference over the trace JSON ------------------------------------------------
