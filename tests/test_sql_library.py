@@ -10,6 +10,7 @@ from pathlib import Path
 import duckdb
 import pytest
 from conftest import ROOT, needs_shared
+from helpers import library_query
 
 import tracekit
 from tracekit.analysis import library
@@ -162,14 +163,9 @@ def corpus_store(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[s
 def test_main_idle_cause_on_the_corpus(corpus_store: tuple[Path, dict[str, str]], label: str, cause: str,
                                        share: float) -> None:
     store, ids = corpus_store
-    con = tracekit.connect(store, read_only=True)
-    try:
-        library.install(con)
-        top = con.execute(
-            "SELECT cause, sum(idle_fraction) FROM idle_by_cause WHERE run_id = ? GROUP BY cause ORDER BY 2 DESC LIMIT 1",
-            [ids[label]]).fetchone()
-    finally:
-        con.close()
+    top = library_query(
+        store, "SELECT cause, sum(idle_fraction) FROM idle_by_cause WHERE run_id = ? GROUP BY cause ORDER BY 2 DESC LIMIT 1",
+        [ids[label]])[0]
     assert top is not None and top[0] == cause and top[1] >= share, top
 
 
@@ -219,10 +215,5 @@ def test_tpu_window_keeps_the_warm_up(corpus_store: tuple[Path, dict[str, str]])
 def test_workload_on_the_corpus(corpus_store: tuple[Path, dict[str, str]], label: str, workload: str,
                                 decode: bool) -> None:
     store, ids = corpus_store
-    con = tracekit.connect(store, read_only=True)
-    try:
-        library.install(con)
-        got = con.execute("SELECT workload, has_decode FROM run_workload WHERE run_id = ?", [ids[label]]).fetchone()
-    finally:
-        con.close()
+    got = library_query(store, "SELECT workload, has_decode FROM run_workload WHERE run_id = ?", [ids[label]])[0]
     assert got == (workload, decode)
