@@ -28,7 +28,7 @@ import duckdb
 from tracekit.errors import StoreError
 
 #: Version of the schema this code writes. Bump it and add a step to ``MIGRATIONS`` together.
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 DEFAULT_STORE = "tracekit.duckdb"
 
@@ -344,20 +344,26 @@ SELECT run_id, rank, pid, tid, name, start_ns, dur_ns, start_ns + dur_ns AS end_
 FROM host_events WHERE category = 'op';
 
 CREATE OR REPLACE VIEW runtime_calls AS
-SELECT run_id, rank, pid, tid, name, start_ns, dur_ns, start_ns + dur_ns AS end_ns,
-       correlation_id, external_id, cbid, trace_category,
-       CASE
-         WHEN regexp_matches(name, '^(cudaGraphLaunch|cuGraphLaunch|hipGraphLaunch)(_v[0-9]+)?(_ptsz|_spt)?$')
-              THEN 'graph_launch'
-         WHEN regexp_matches(name, '^(cudaLaunchKernel|cudaLaunchKernelExC|cudaLaunchCooperativeKernel|cudaLaunchCooperativeKernelMultiDevice|cuLaunchKernel|cuLaunchKernelEx|cuLaunchCooperativeKernel|hipLaunchKernel|hipLaunchKernelExC|hipExtLaunchKernel|hipModuleLaunchKernel|hipExtModuleLaunchKernel|hipHccModuleLaunchKernel|hipLaunchCooperativeKernel|hipModuleLaunchCooperativeKernel|hipExtLaunchMultiKernelMultiDevice)(_v[0-9]+)?(_ptsz|_spt)?$')
-              OR name LIKE 'runFunction%'
-              THEN 'kernel_launch'
-         WHEN regexp_matches(name, '^(cuda|cu|hip)Memcpy') THEN 'memcpy'
-         WHEN regexp_matches(name, '^(cuda|cu|hip)Memset') THEN 'memset'
-         WHEN regexp_matches(name, '(?i)synchronize|streamwait|eventquery|streamquery') THEN 'sync'
-         ELSE 'other'
-       END AS api_kind
-FROM host_events WHERE category IN ('runtime', 'driver');
+-- api_kind is classified once per distinct (run, name), not per call: the regexes per row were
+-- most of the view's cost (0.064 → 0.027 s over 122,580 calls); a run filter reaches both sides
+SELECT h.run_id, h.rank, h.pid, h.tid, h.name, h.start_ns, h.dur_ns, h.start_ns + h.dur_ns AS end_ns,
+       h.correlation_id, h.external_id, h.cbid, h.trace_category, k.api_kind
+FROM host_events h
+JOIN (SELECT run_id, name,
+         CASE
+           WHEN regexp_matches(name, '^(cudaGraphLaunch|cuGraphLaunch|hipGraphLaunch)(_v[0-9]+)?(_ptsz|_spt)?$')
+                THEN 'graph_launch'
+           WHEN regexp_matches(name, '^(cudaLaunchKernel|cudaLaunchKernelExC|cudaLaunchCooperativeKernel|cudaLaunchCooperativeKernelMultiDevice|cuLaunchKernel|cuLaunchKernelEx|cuLaunchCooperativeKernel|hipLaunchKernel|hipLaunchKernelExC|hipExtLaunchKernel|hipModuleLaunchKernel|hipExtModuleLaunchKernel|hipHccModuleLaunchKernel|hipLaunchCooperativeKernel|hipModuleLaunchCooperativeKernel|hipExtLaunchMultiKernelMultiDevice)(_v[0-9]+)?(_ptsz|_spt)?$')
+                OR name LIKE 'runFunction%'
+                THEN 'kernel_launch'
+           WHEN regexp_matches(name, '^(cuda|cu|hip)Memcpy') THEN 'memcpy'
+           WHEN regexp_matches(name, '^(cuda|cu|hip)Memset') THEN 'memset'
+           WHEN regexp_matches(name, '(?i)synchronize|streamwait|eventquery|streamquery') THEN 'sync'
+           ELSE 'other'
+         END AS api_kind
+      FROM (SELECT DISTINCT run_id, name FROM host_events WHERE category IN ('runtime', 'driver'))) k
+  ON k.run_id = h.run_id AND k.name = h.name
+WHERE h.category IN ('runtime', 'driver');
 
 CREATE OR REPLACE VIEW launches AS
 SELECT r.run_id, r.rank, r.name AS api_name, r.api_kind, r.start_ns AS api_start_ns,
@@ -523,7 +529,9 @@ FROM rank_meta;
 #: ``MIGRATIONS[v]`` upgrades a store from schema ``v`` to ``v + 1`` inside one transaction.
 #: Views are recreated after the last step, so a step only changes base tables.
 Migration = Callable[[duckdb.DuckDBPyConnection], None]
-MIGRATIONS: dict[int, Migration] = {}
+MIGRATIONS: dict[int, Migration] = {
+    1: lambda con: None,  # 1 → 2: views only (runtime_calls classifies api_kind per distinct name)
+}
 
 _RUN_TABLES = (
     "device_activity", "host_events", "device_meta", "rank_meta", "xla_op_costs", "xla_module_meta",

@@ -76,6 +76,7 @@ from typing import Any
 
 import duckdb
 
+from tracekit.analysis import fastpath
 from tracekit.analysis.base import Analyzer, AnalyzerResult, Finding, Metric, run_share_severity
 from tracekit.analysis.hardware import DeviceSpec, identify
 from tracekit.analysis.memory_bound_decode import DTYPE_BYTES, ELEMENTWISE_OPS, elementwise_cost
@@ -217,7 +218,9 @@ class Fusion(Analyzer, name="fusion"):
         costs = self._op_costs(con, run_id) if p["bw"] else []
         for key, i in (("cop", 0), ("cdims", 1), ("ctypes", 2), ("crd", 3), ("cwr", 4)):
             p[key] = [c[i] for c in costs]
-        rows = con.execute(_CHAINS_SQL, p).fetchall()
+        # = chain_kernels(CHAIN_MAX_GAP_NS), chains of one kernel left out
+        chains = fastpath.chain_kernels(con, run_id, CHAIN_MAX_GAP_NS, min_kernels=2)
+        rows = con.execute(_CHAINS_SQL.replace("__CHAINS__", chains), p).fetchall()
         tot_chains, tot_kernels, tot_t, tot_saving, tot_shape = (round(x or 0) for x in rows[0][:5])
         saving_fraction = float(rows[0][3] or 0) / window_ns
         names = dict(con.execute(
@@ -231,7 +234,7 @@ class Fusion(Analyzer, name="fusion"):
         ]
         self._op_names(con, run_id, groups, [list(r[15] or []) for r in rows if r[5] is not None])
         graph_calls, engine = con.execute(
-            """SELECT (SELECT count(*) FROM runtime_calls WHERE run_id = $run AND name LIKE '%GraphLaunch%'),
+            """SELECT (SELECT count(*) FROM runtime_calls_in_scope WHERE run_id = $run AND api_kind = 'graph_launch'),
                       (SELECT count(*) FROM annotations WHERE run_id = $run
                         AND (starts_with(name, 'execute_') OR name LIKE 'step[%' OR name = 'execute_model'))""",
             {"run": run_id}).fetchall()[0]
@@ -448,12 +451,12 @@ costed_calls AS (
   FROM ops o
   JOIN costs c ON c.op_name = o.name AND c.input_dims = o.input_dims
               AND c.input_types IS NOT DISTINCT FROM o.input_types
-  JOIN runtime_calls r ON r.run_id = o.run_id AND r.rank = o.rank AND r.external_id = o.external_id
+  JOIN runtime_calls_in_scope r ON r.run_id = o.run_id AND r.rank = o.rank AND r.external_id = o.external_id
   WHERE o.run_id = $run AND r.run_id = $run AND r.correlation_id IS NOT NULL
   GROUP BY ALL),
 m AS MATERIALIZED (
   SELECT k.rank, k.device, k.stream, k.chain, k.name_hash, k.start_ns, k.dur_ns, k.correlation_id, cc.rd, cc.wr
-  FROM chain_kernels({CHAIN_MAX_GAP_NS}) k
+  FROM __CHAINS__ k
   JOIN win ON win.rank = k.rank AND win.device IS NOT DISTINCT FROM k.device
    AND k.start_ns BETWEEN win.ws AND win.we
   LEFT JOIN costed_calls cc ON cc.rank = k.rank AND cc.correlation_id = k.correlation_id

@@ -2,7 +2,7 @@
 
 Inputs (SQL library, docs/sql.md): ``run_window`` (each device's window: its busiest session
 whole, nothing inside trimmed), ``idle_gaps`` / ``idle_by_cause`` (every gap between busy islands
-with its cause), ``steps``, ``run_workload``; views ``launches`` and ``runtime_calls`` for the
+with its cause), ``steps``, ``run_workload``; ``runtime_calls_in_scope`` and ``device_work`` for the
 host's launch cadence.
 
 Math (sums over the run's devices):
@@ -128,9 +128,12 @@ class LaunchIdle(Analyzer, name="launch_idle"):
             """WITH l AS (
                  SELECT rank, api_start_ns, api_dur_ns, dur_ns, launch_delay_ns,
                         api_start_ns - lag(api_start_ns) OVER (PARTITION BY rank ORDER BY api_start_ns) AS interval_ns
-                 FROM (SELECT DISTINCT ON (rank, correlation_id) rank, correlation_id, api_start_ns,
-                              api_dur_ns, dur_ns, launch_delay_ns
-                       FROM launches WHERE run_id = $run AND api_kind = 'kernel_launch' AND category = 'kernel'))
+                 FROM (SELECT DISTINCT ON (r.rank, r.correlation_id) r.rank, r.correlation_id,
+                              r.start_ns AS api_start_ns, r.dur_ns AS api_dur_ns, k.dur_ns,
+                              k.start_ns - r.end_ns AS launch_delay_ns
+                       FROM runtime_calls_in_scope r
+                       JOIN device_work k ON k.rank = r.rank AND k.correlation_id = r.correlation_id
+                       WHERE r.run_id = $run AND r.api_kind = 'kernel_launch' AND k.category = 'kernel'))
                SELECT count(*), median(dur_ns), median(api_dur_ns), median(launch_delay_ns),
                       median(interval_ns) FILTER (WHERE interval_ns < 10000000),
                       count(interval_ns) FILTER (WHERE interval_ns < 10000000),
@@ -139,7 +142,12 @@ class LaunchIdle(Analyzer, name="launch_idle"):
         n_direct = int(cadence[0] or 0)
         kernel_ns, call_ns, delay_ns, host_per_kernel_ns, n_intervals, call_total_ns = cadence[1:]
         graph = con.execute(
-            "SELECT count(*), coalesce(sum(n_kernels), 0) FROM graph_launches WHERE run_id = $run", p
+            """WITH g AS (SELECT rank, correlation_id FROM runtime_calls_in_scope
+                         WHERE run_id = $run AND api_kind = 'graph_launch')
+               SELECT (SELECT count(*) FROM g),
+                      (SELECT count(*) FROM device_work k SEMI JOIN g
+                         ON g.rank = k.rank AND g.correlation_id = k.correlation_id
+                       WHERE k.run_id = $run AND k.category = 'kernel')""", p
         ).fetchall()[0]
         n_kernels = int(con.execute(
             "SELECT count(*) FROM device_work WHERE run_id = $run AND category = 'kernel'", p).fetchall()[0][0])

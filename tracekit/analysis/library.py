@@ -160,30 +160,63 @@ def install(con: duckdb.DuckDBPyConnection) -> None:
 
 
 #: Views that several analyzers read: analyze materializes them once per run (:func:`scoped`).
-MATERIALIZE = ("device_work", "busy_intervals", "device_sessions", "run_window", "idle_cause_spans", "idle_gaps",
+MATERIALIZE = ("runtime_calls_in_scope", "device_work", "busy_intervals", "device_sessions", "run_window", "idle_cause_spans", "idle_gaps",
                "idle_by_cause", "steps", "run_workload", "run_completeness")
+
+
+_VIEW_BODY = re.compile(r"^CREATE\s+OR\s+REPLACE\s+TEMP\s+VIEW\s+[a-z_][a-z0-9_]*\s+AS\s+", re.IGNORECASE)
+
+
+def _drop(con: duckdb.DuckDBPyConnection) -> None:
+    """Remove every library object from ``con`` (cheap: nothing is bound)."""
+    for o in reversed(objects()):
+        kind = {"view": "VIEW", "macro": "MACRO", "table_macro": "MACRO TABLE"}[o.kind]
+        con.execute(f"DROP {kind} IF EXISTS {o.name}")
 
 
 @contextmanager
 def scoped(con: duckdb.DuckDBPyConnection, run_id: str, materialize: Iterable[str] = MATERIALIZE) -> Iterator[None]:
     """Install the library on ``con`` scoped to one run (session variable ``tracekit_run``, see the
-    ``in_scope`` macro) and compute the shared views once: each view of ``materialize`` (in library
-    order) is stored in a TEMP table ``_tk_<name>`` and the view is pointed at it, so the views
-    built on it, and every analyzer, read the stored rows instead of recomputing the interval
-    union, the gaps and the steps. On exit the tables are dropped and the library reinstalled."""
-    install(con)
-    con.execute("SET VARIABLE tracekit_run = " + "'" + run_id.replace("'", "''") + "'")
-    order = [o.name for o in objects() if o.name in set(materialize)]
+    ``in_scope`` macro) and compute the shared views once: each view of ``materialize`` is stored
+    in a TEMP table ``_tk_<name>`` as it is installed, and the view is pointed at it, so the views
+    built on it, and every analyzer, read the stored rows instead of recomputing the interval union,
+    the gaps and the steps. (Installing in order this way also keeps view creation cheap: DuckDB
+    binds a view's whole query tree when it is created, and the nested views re-bound the big
+    kernel-class ``CASE`` many times over — 0.4–0.5 s per :func:`install`.) ``device_work`` and
+    ``busy_intervals`` are computed by :mod:`tracekit.analysis.fastpath` (same rows, checked by
+    the tests). On exit the tables and every library object are removed from ``con``; call
+    :func:`install` to use the unscoped library on it again."""
+    from tracekit.analysis import fastpath
+
+    chosen = set(materialize)
+    run = "'" + run_id.replace("'", "''") + "'"
+    con.execute(f"SET VARIABLE tracekit_run = {run}")
+    made: list[str] = []
     try:
-        for name in order:
-            con.execute(f"CREATE OR REPLACE TEMP TABLE _tk_{name} AS SELECT * FROM {name}")
-            con.execute(f"CREATE OR REPLACE TEMP VIEW {name} AS SELECT * FROM _tk_{name}")
+        for o in objects():
+            if o.name in chosen and o.name in fastpath.FAST:  # same rows as the view's SQL, faster
+                fastpath.FAST[o.name](con, run_id)
+            elif o.name in chosen:
+                body = _VIEW_BODY.sub("", o.sql.strip(), count=1).rstrip().rstrip(";")
+                # run_id is the one run in scope: stored once, as a literal of the view (copying
+                # a string per row is a good part of a million-row table's cost)
+                con.execute(f"CREATE OR REPLACE TEMP TABLE _tk_{o.name} AS SELECT * EXCLUDE (run_id) FROM ({body}) "
+                            f"WHERE run_id = {run}")
+                con.execute(f"CREATE OR REPLACE TEMP VIEW {o.name} AS SELECT {run} AS run_id, * FROM _tk_{o.name}")
+            else:
+                con.execute(o.sql)
+                continue
+            made.append(o.name)
         yield
     finally:
         con.execute("RESET VARIABLE tracekit_run")
-        install(con)
-        for name in order:
+        fastpath.release(con)
+        _drop(con)
+        for name in made:
             con.execute(f"DROP TABLE IF EXISTS _tk_{name}")
+        con.execute("DROP VIEW IF EXISTS _tk_chain_kernels_full")
+        for t in ("_tk_device_work_names", "_tk_device_streams", "_tk_chain_kernels"):
+            con.execute(f"DROP TABLE IF EXISTS {t}")
 
 
 def names() -> list[str]:

@@ -347,7 +347,7 @@ class MemoryBoundDecode(Analyzer, name="memory_bound_decode"):
             f"""WITH {w_sql},
                  calls AS (SELECT rank, correlation_id, min(start_ns) AS api_ns,
                                   bool_or(name ILIKE '%GraphLaunch%') AS graph
-                           FROM runtime_calls
+                           FROM runtime_calls_in_scope
                            WHERE run_id = ? AND correlation_id IS NOT NULL GROUP BY ALL),
                  placed AS (SELECT c.rank, c.correlation_id, c.graph, {_in_window("c.api_ns", "w.phase")} AS phase
                             FROM calls c ASOF LEFT JOIN w ON w.rank = c.rank AND c.api_ns >= w.ws),

@@ -29,6 +29,24 @@ CREATE OR REPLACE TEMP MACRO by_design_low_occupancy(name, kclass) AS
   kclass IN ('communication', 'attention', 'memcpy')
   OR regexp_matches(lower(name), 'persistent|gemv|mul_mat_vec|wvspl?i?tk|splitk|stream_?k|skinny|cooperative');
 
+-- The store's runtime_calls of the runs in scope, with the columns the library and analyzers
+-- use. analyze materializes it once per run, so the views below filter on api_kind without
+-- re-running the api_kind regexes on every call (DuckDB pushes an api_kind filter through
+-- runtime_calls' per-name classification down to the rows).
+-- @column run_id VARCHAR the run
+-- @column rank INTEGER the rank
+-- @column tid VARCHAR thread id
+-- @column name VARCHAR the API call (cudaLaunchKernel, hipMemcpyWithStream, ...)
+-- @column start_ns BIGINT start (ns, trace clock)
+-- @column dur_ns BIGINT duration (ns)
+-- @column end_ns BIGINT start_ns + dur_ns (ns)
+-- @column correlation_id BIGINT id linking the call to the device rows it launched
+-- @column external_id BIGINT id linking the call to its framework op
+-- @column api_kind VARCHAR graph_launch, kernel_launch, memcpy, memset, sync or other
+CREATE OR REPLACE TEMP VIEW runtime_calls_in_scope AS
+SELECT run_id, rank, tid, name, start_ns, dur_ns, end_ns, correlation_id, external_id, api_kind
+FROM runtime_calls WHERE in_scope(run_id);
+
 -- Every device activity row that is device work (kernels, copies, sets, XLA ops), with its
 -- class. XPlane `xla_async` rows (the in-flight span of an async TPU op, overlapping the ops on
 -- the XLA Ops line) are left out. The class is computed once per distinct name of a run.

@@ -122,7 +122,7 @@ calls AS (
   SELECT DISTINCT run_id, rank, correlation_id FROM c WHERE correlation_id IS NOT NULL),
 ext AS MATERIALIZED (
   SELECT r.run_id, r.rank, r.correlation_id, r.external_id
-  FROM runtime_calls r SEMI JOIN calls x
+  FROM runtime_calls_in_scope r SEMI JOIN calls x
     ON r.run_id = x.run_id AND r.rank = x.rank AND r.correlation_id = x.correlation_id
   WHERE r.external_id IS NOT NULL),
 launch_ops AS (

@@ -46,7 +46,7 @@ g AS (
   SELECT *, start_ns - lag(end_ns) OVER s AS gap_before_ns, lag(fusable) OVER s AS prev_fusable,
          sum(CASE WHEN fusable THEN 0 ELSE 1 END) OVER (s ROWS UNBOUNDED PRECEDING) AS seg
   FROM w
-  WINDOW s AS (PARTITION BY run_id, rank, device, stream ORDER BY start_ns, end_ns)),
+  WINDOW s AS (PARTITION BY run_id, rank, device, stream ORDER BY start_ns, end_ns, correlation_id NULLS LAST)),
 c AS (
   SELECT * EXCLUDE (fusable, prev_fusable),
          prev_fusable IS NOT true OR gap_before_ns > max_gap_ns AS chain_start,

@@ -20,10 +20,10 @@
 -- @column end_ns BIGINT span end (ns)
 CREATE OR REPLACE TEMP VIEW idle_cause_spans AS
 WITH begins AS (
-  SELECT run_id, rank, tid, start_ns FROM runtime_calls
+  SELECT run_id, rank, tid, start_ns FROM runtime_calls_in_scope
   WHERE regexp_matches(name, '^(cuda|hip|cu)StreamBeginCapture') AND in_scope(run_id)),
 ends AS (
-  SELECT run_id, rank, tid, start_ns AS e_start, end_ns AS e_end FROM runtime_calls
+  SELECT run_id, rank, tid, start_ns AS e_start, end_ns AS e_end FROM runtime_calls_in_scope
   WHERE regexp_matches(name, '^(cuda|hip|cu)StreamEndCapture') AND in_scope(run_id))
 SELECT b.run_id, b.rank, 'graph_capture' AS cause_kind, 'graph capture' AS cause,
        'StreamBeginCapture…EndCapture' AS name, b.start_ns, e.e_end AS end_ns
@@ -41,12 +41,12 @@ WHERE name IN ('backend_compile_and_load', 'backend_compile', 'entire_frame_comp
                'StreamExecutorGpuClient::Compile', 'PjRtCApiClient::Compile') AND in_scope(run_id)
 UNION ALL
 SELECT run_id, rank, 'sync', regexp_replace(name, '(_v[0-9]+)?(_ptsz|_spt)?$', ''), name, start_ns, end_ns
-FROM runtime_calls
+FROM runtime_calls_in_scope
 WHERE dur_ns > 0 AND in_scope(run_id) AND (api_kind = 'sync'
    OR (api_kind = 'memcpy' AND (NOT regexp_matches(name, '(?i)async') OR dur_ns >= 1000000)))
 UNION ALL
 SELECT run_id, rank, 'runtime_call', regexp_replace(name, '(_v[0-9]+)?(_ptsz|_spt)?$', ''), name, start_ns, end_ns
-FROM runtime_calls
+FROM runtime_calls_in_scope
 WHERE dur_ns >= 1000000 AND in_scope(run_id) AND api_kind NOT IN ('sync', 'memcpy')
   AND regexp_matches(name, '(?i)malloc|free|module_?load|loaddata|launchkernel|hostalloc|hostregister|meminfo|init|setdevice|getdevice|ctxcreate|primaryctx|streamcreate|eventcreate|graphinstantiate')
 UNION ALL
@@ -87,15 +87,34 @@ g AS (
     ON w.run_id = b.run_id AND w.rank = b.rank AND w.device IS NOT DISTINCT FROM b.device
   WHERE b.prev_end IS NOT NULL AND b.prev_end >= w.window_start_ns AND b.start_ns <= w.window_end_ns
     AND b.start_ns > b.prev_end),
+gx AS (  -- the gaps a cause can explain, numbered in time order per device
+  SELECT *, row_number() OVER (PARTITION BY run_id, rank, device ORDER BY start_ns) AS gi
+  FROM g WHERE dur_ns >= {kernel_wait_ns}),
+sd AS (  -- each cause span (host side: per rank) once per device of its rank
+  SELECT c.*, d.device
+  FROM idle_cause_spans c JOIN (SELECT DISTINCT run_id, rank, device FROM gx) d
+    ON d.run_id = c.run_id AND d.rank = c.rank),
+lo AS (  -- the first gap ending after the span starts ...
+  SELECT sd.*, gx.gi AS gi_lo FROM sd ASOF JOIN gx
+    ON gx.run_id = sd.run_id AND gx.rank = sd.rank AND gx.device IS NOT DISTINCT FROM sd.device
+   AND sd.start_ns < gx.end_ns),
+hi AS (  -- ... and the last gap starting before it ends: the gaps are disjoint and ordered, so
+         -- the span overlaps exactly the gaps gi_lo..gi_hi (no all-pairs range join)
+  SELECT lo.*, gx.gi AS gi_hi FROM lo ASOF JOIN gx
+    ON gx.run_id = lo.run_id AND gx.rank = lo.rank AND gx.device IS NOT DISTINCT FROM lo.device
+   AND lo.end_ns > gx.start_ns),
+pairs AS (
+  SELECT run_id, rank, device, cause_kind, cause, name, start_ns, end_ns,
+         unnest(range(gi_lo, gi_hi + 1)) AS gi
+  FROM hi WHERE gi_hi >= gi_lo),
 ov AS (
   SELECT g.run_id, g.rank, g.device, g.start_ns, c.cause_kind,
          arg_max(c.cause, least(c.end_ns, g.end_ns) - greatest(c.start_ns, g.start_ns)) AS cause,
          arg_max(c.name, least(c.end_ns, g.end_ns) - greatest(c.start_ns, g.start_ns)) AS cause_name,
          least(sum(least(c.end_ns, g.end_ns) - greatest(c.start_ns, g.start_ns)), any_value(g.dur_ns))
            / any_value(g.dur_ns) AS cover
-  FROM g JOIN idle_cause_spans c
-    ON c.run_id = g.run_id AND c.rank = g.rank AND c.start_ns < g.end_ns AND c.end_ns > g.start_ns
-  WHERE g.dur_ns >= {kernel_wait_ns}
+  FROM gx g JOIN pairs c
+    ON c.run_id = g.run_id AND c.rank = g.rank AND c.device IS NOT DISTINCT FROM g.device AND c.gi = g.gi
   GROUP BY g.run_id, g.rank, g.device, g.start_ns, c.cause_kind),
 best AS (
   SELECT run_id, rank, device, start_ns,

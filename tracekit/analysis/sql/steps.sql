@@ -106,22 +106,24 @@ st AS (
   FROM best WHERE family_rank = best_rank),
 calls AS (
   SELECT run_id, rank, correlation_id, min(start_ns) AS api_ns
-  FROM runtime_calls WHERE correlation_id IS NOT NULL AND in_scope(run_id) GROUP BY ALL),
-call_step AS (  -- place each launching call once (many kernels share one graph launch)
-  SELECT c.run_id, c.rank, c.correlation_id, s.step
-  FROM calls c ASOF JOIN st s ON s.run_id = c.run_id AND s.rank = c.rank AND c.api_ns >= s.host_start_ns
-  WHERE c.api_ns < s.host_end_ns AND c.run_id IN (SELECT run_id FROM st)),
+  FROM runtime_calls_in_scope WHERE correlation_id IS NOT NULL AND in_scope(run_id) GROUP BY ALL),
+placed AS (  -- place each launching call once (many kernels share one graph launch)
+  SELECT c.run_id, c.rank, c.correlation_id, CASE WHEN c.api_ns < s.host_end_ns THEN s.step END AS step
+  FROM calls c ASOF LEFT JOIN st s ON s.run_id = c.run_id AND s.rank = c.rank AND c.api_ns >= s.host_start_ns
+  WHERE c.run_id IN (SELECT run_id FROM st)),
+dw AS (  -- every device row with the step of its launching call (one hash join)
+  SELECT w.run_id, w.rank, w.category, w.start_ns, w.end_ns, w.dur_ns,
+         p.correlation_id IS NOT NULL AS has_call, p.step
+  FROM device_work w
+  LEFT JOIN placed p ON p.run_id = w.run_id AND p.rank = w.rank AND p.correlation_id = w.correlation_id
+  WHERE w.run_id IN (SELECT run_id FROM st)),
 own AS (  -- rows without a launching call: by their own start
   SELECT s.run_id, s.rank, s.step, w.category, w.start_ns, w.end_ns, w.dur_ns
-  FROM (SELECT * FROM device_work w WHERE w.run_id IN (SELECT run_id FROM st)
-          AND NOT EXISTS (SELECT 1 FROM calls c WHERE c.run_id = w.run_id AND c.rank = w.rank
-                                                  AND c.correlation_id = w.correlation_id)) w
+  FROM (SELECT * FROM dw WHERE NOT has_call) w
   ASOF JOIN st s ON s.run_id = w.run_id AND s.rank = w.rank AND w.start_ns >= s.host_start_ns
   WHERE w.start_ns < s.host_end_ns),
 member AS (
-  SELECT cs.run_id, cs.rank, cs.step, w.category, w.start_ns, w.end_ns, w.dur_ns
-  FROM device_work w JOIN call_step cs
-    ON cs.run_id = w.run_id AND cs.rank = w.rank AND cs.correlation_id = w.correlation_id
+  SELECT run_id, rank, step, category, start_ns, end_ns, dur_ns FROM dw WHERE has_call AND step IS NOT NULL
   UNION ALL SELECT * FROM own),
 agg AS (
   SELECT run_id, rank, step, min(start_ns) AS device_start_ns, max(end_ns) AS device_end_ns,

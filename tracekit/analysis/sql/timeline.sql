@@ -19,9 +19,9 @@ WITH ordered AS (  -- one sort: a row starts an island when it starts after ever
          row_number() OVER w_all AS rn,
          count(*) OVER w_all AS n_all
   FROM device_work
-  WINDOW w_before AS (PARTITION BY run_id, rank, device ORDER BY start_ns, end_ns
+  WINDOW w_before AS (PARTITION BY run_id, rank, device ORDER BY start_ns, end_ns, correlation_id NULLS LAST
                       ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING),
-         w_all AS (PARTITION BY run_id, rank, device ORDER BY start_ns, end_ns
+         w_all AS (PARTITION BY run_id, rank, device ORDER BY start_ns, end_ns, correlation_id NULLS LAST
                    ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING)
   QUALIFY prev_end IS NULL OR start_ns > prev_end)
 SELECT run_id, rank, device,

@@ -67,7 +67,7 @@ cap AS (
            WHERE s.run_id = c.run_id AND s.rank = c.rank AND s.cause_kind = 'graph_capture'
              AND c.start_ns >= s.start_ns AND c.start_ns < s.end_ns)) AS in_capture,
          count(*) AS launches
-  FROM runtime_calls c WHERE c.api_kind = 'kernel_launch' AND in_scope(c.run_id) GROUP BY c.run_id),
+  FROM runtime_calls_in_scope c WHERE c.api_kind = 'kernel_launch' AND in_scope(c.run_id) GROUP BY c.run_id),
 host AS (
   SELECT run_id,
          count(*) FILTER (WHERE name LIKE 'autograd::engine::evaluate_function%' OR name LIKE '%Backward%'
@@ -143,7 +143,7 @@ WITH l AS (
          count(*) FILTER (WHERE NOT EXISTS (
            SELECT 1 FROM device_work w WHERE w.run_id = c.run_id AND w.rank = c.rank
                                          AND w.correlation_id = c.correlation_id)) AS without_work
-  FROM runtime_calls c WHERE c.api_kind = 'kernel_launch' AND in_scope(c.run_id) GROUP BY c.run_id),
+  FROM runtime_calls_in_scope c WHERE c.api_kind = 'kernel_launch' AND in_scope(c.run_id) GROUP BY c.run_id),
 o AS (
   SELECT run_id, count(*) AS n_ops,
          count(DISTINCT external_id) / nullif(max(external_id) - min(external_id) + 1, 0) AS coverage
