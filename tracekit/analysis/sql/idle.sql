@@ -109,8 +109,11 @@ pairs AS (
   FROM hi WHERE gi_hi >= gi_lo),
 ov AS (
   SELECT g.run_id, g.rank, g.device, g.start_ns, c.cause_kind,
-         arg_max(c.cause, least(c.end_ns, g.end_ns) - greatest(c.start_ns, g.start_ns)) AS cause,
-         arg_max(c.name, least(c.end_ns, g.end_ns) - greatest(c.start_ns, g.start_ns)) AS cause_name,
+         -- the span covering most of the gap; on a tie the innermost (shortest), then by name
+         arg_max(c.cause, {'o': least(c.end_ns, g.end_ns) - greatest(c.start_ns, g.start_ns),
+                           'l': c.start_ns - c.end_ns, 'n': c.name}) AS cause,
+         arg_max(c.name, {'o': least(c.end_ns, g.end_ns) - greatest(c.start_ns, g.start_ns),
+                          'l': c.start_ns - c.end_ns, 'n': c.name}) AS cause_name,
          least(sum(least(c.end_ns, g.end_ns) - greatest(c.start_ns, g.start_ns)), any_value(g.dur_ns))
            / any_value(g.dur_ns) AS cover
   FROM gx g JOIN pairs c

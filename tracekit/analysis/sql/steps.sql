@@ -111,23 +111,32 @@ placed AS (  -- place each launching call once (many kernels share one graph lau
   SELECT c.run_id, c.rank, c.correlation_id, CASE WHEN c.api_ns < s.host_end_ns THEN s.step END AS step
   FROM calls c ASOF LEFT JOIN st s ON s.run_id = c.run_id AND s.rank = c.rank AND c.api_ns >= s.host_start_ns
   WHERE c.run_id IN (SELECT run_id FROM st)),
-dw AS (  -- every device row with the step of its launching call (one hash join)
-  SELECT w.run_id, w.rank, w.category, w.start_ns, w.end_ns, w.dur_ns,
-         p.correlation_id IS NOT NULL AS has_call, p.step
-  FROM device_work w
-  LEFT JOIN placed p ON p.run_id = w.run_id AND p.rank = w.rank AND p.correlation_id = w.correlation_id
-  WHERE w.run_id IN (SELECT run_id FROM st)),
+by_call AS (  -- device rows summed per launching correlation id first (a graph launch has many)
+  SELECT run_id, rank, correlation_id, min(start_ns) AS start_ns, max(end_ns) AS end_ns,
+         count(*) FILTER (WHERE category = 'kernel') AS n_kernels, count(*) AS n_rows,
+         sum(dur_ns) AS dur_ns
+  FROM device_work WHERE correlation_id IS NOT NULL AND run_id IN (SELECT run_id FROM st)
+  GROUP BY run_id, rank, correlation_id),
+called AS (
+  SELECT p.step, b.* FROM by_call b
+  JOIN placed p ON p.run_id = b.run_id AND p.rank = b.rank AND p.correlation_id = b.correlation_id),
 own AS (  -- rows without a launching call: by their own start
-  SELECT s.run_id, s.rank, s.step, w.category, w.start_ns, w.end_ns, w.dur_ns
-  FROM (SELECT * FROM dw WHERE NOT has_call) w
+  SELECT s.run_id, s.rank, s.step, w.start_ns, w.end_ns, CAST(w.category = 'kernel' AS BIGINT) AS n_kernels,
+         1 AS n_rows, w.dur_ns
+  FROM (SELECT * FROM device_work WHERE correlation_id IS NULL AND run_id IN (SELECT run_id FROM st)
+        UNION ALL
+        SELECT w.* FROM device_work w SEMI JOIN (  -- ids no call has
+          SELECT b.run_id, b.rank, b.correlation_id FROM by_call b ANTI JOIN placed p
+            ON p.run_id = b.run_id AND p.rank = b.rank AND p.correlation_id = b.correlation_id) o
+          ON o.run_id = w.run_id AND o.rank = w.rank AND o.correlation_id = w.correlation_id) w
   ASOF JOIN st s ON s.run_id = w.run_id AND s.rank = w.rank AND w.start_ns >= s.host_start_ns
   WHERE w.start_ns < s.host_end_ns),
 member AS (
-  SELECT run_id, rank, step, category, start_ns, end_ns, dur_ns FROM dw WHERE has_call AND step IS NOT NULL
+  SELECT run_id, rank, step, start_ns, end_ns, n_kernels, n_rows, dur_ns FROM called WHERE step IS NOT NULL
   UNION ALL SELECT * FROM own),
 agg AS (
   SELECT run_id, rank, step, min(start_ns) AS device_start_ns, max(end_ns) AS device_end_ns,
-         count(*) FILTER (WHERE category = 'kernel') AS n_kernels, count(*) AS n_rows,
+         CAST(sum(n_kernels) AS BIGINT) AS n_kernels, CAST(sum(n_rows) AS BIGINT) AS n_rows,
          CAST(sum(dur_ns) AS BIGINT) AS kernel_time_ns
   FROM member GROUP BY ALL),
 blocked AS (
