@@ -179,6 +179,7 @@ def test_ridge_point() -> None:
         ("tracelens-mi300x-qwen05b-inference", "mi300x", 1307.4, 5300, 304),  # "AMD Instinct MI300X VF"
         ("tracelens-b200-vllm-eager-inference-rank0of8", "b200", 2250, 7700, 148),
         ("hta-a100-train-rank0of16", "a100_sxm_80gb", 312, 2039, 108),
+        ("tracelens-mi210-gpu-only", "mi210", 181.0, 1638.4, 104),
     ],
 )
 def test_identify_kineto(store: Path, trace: str, key: str, bf16: float, gbps: float, cus: int) -> None:
@@ -189,9 +190,10 @@ def test_identify_kineto(store: Path, trace: str, key: str, bf16: float, gbps: f
 
 
 @needs_shared
-@pytest.mark.parametrize("trace", ["tracelens-mi210-gpu-only", "hta-mi250-train-tiny", "hta-v100-train-ns-resolution"])
+@pytest.mark.parametrize("trace", ["hta-mi250-train-tiny", "hta-v100-train-ns-resolution"])
 def test_uncatalogued_kineto_devices_are_not_guessed(store: Path, trace: str) -> None:
-    """MI210 and an MI250 GCD (gfx90a, 104 CUs) are not the 110-CU MI250X GCD; V100 is not catalogued."""
+    """'AMD Radeon Graphics' with 104 gfx90a CUs fits both an MI210 and an MI250 GCD (and not the
+    110-CU MI250X GCD): ambiguous, so not identified; V100 is not catalogued."""
     rows = _device_rows(store, KINETO / trace)
     assert rows and all(identify(r) is None for r in rows)
 
@@ -298,7 +300,9 @@ def test_mi250x_is_per_gcd() -> None:
     spec = identify(gcd)
     assert spec is not None and (spec.key, spec.peak_tflops["bf16"], spec.hbm_gbps) == ("mi250x_gcd", 191.5, 1600)
     assert identify({**gcd, "compute_units": 220}) is None  # the package is never one device
-    assert identify({**gcd, "name": "AMD Instinct MI250X/MI250", "compute_units": 104}) is None  # an MI250 GCD
+    # ROCm's name for both parts, 104 CUs: an MI250 GCD (its own entry), never the MI250X's peaks
+    mi250 = identify({**gcd, "name": "AMD Instinct MI250X/MI250", "compute_units": 104})
+    assert mi250 is not None and (mi250.key, mi250.peak_tflops["bf16"]) == ("mi250_gcd", 181.0)
 
 
 def test_mi350x_clock_is_not_mi355x() -> None:

@@ -30,10 +30,14 @@ Findings (one per cause, the cause named in the title), severity from the share 
 fix would save (:func:`~tracekit.analysis.base.run_share_severity`): ≥ 20 % critical, ≥ 5 % warning,
 ≥ 1 % info, nothing below. Causes: DataLoader, compilation, a synchronising
 API (named: ``cudaMemcpy``, ``hipMemcpyWithStream``, ``cudaStreamSynchronize`` …), torch.compile
-region, host launch (launch-bound), unexplained idle. A graph-capture trace gets one ``info``
+region, one-time start-up (context creation, library and code-object loads, first launches:
+always ``info``, with how to measure after warm-up), host launch (launch-bound), unexplained
+idle. When start-up is ``WARM_UP_WINDOW_FRACTION`` of the window or more, the capture is a warm-up
+and every launch_idle finding is capped at ``info`` (it describes start-up, not serving). A graph-capture trace gets one ``info``
 finding saying what it is (its launches record no device work; profile replay, not capture) and
 no launch-bound verdict. Runs that already replay most kernels from graphs are never told to
-capture graphs. A run without device activity gets no finding and NULL metrics.
+capture graphs. A run without device activity gets no finding and NULL metrics; a window with fewer than
+``MIN_TIMELINE_ROWS`` device rows gets one ``info`` finding saying so and no verdict.
 """
 
 from __future__ import annotations
@@ -51,8 +55,10 @@ UNEXPLAINED_MIN_FRACTION = 0.20  # unexplained idle is reported from this share 
 MIN_SAMPLES = 20  # samples a median needs before it is a metric
 LAUNCH_GAP_MAX_NS = 1_000_000  # host-wait gaps longer than this are host work, not launch cadence
 GRAPH_MAJORITY = 0.5  # share of kernels replayed from graphs: "graphs already used"
+MIN_TIMELINE_ROWS = 10  # device rows a window needs before the timeline is judged
+WARM_UP_WINDOW_FRACTION = 0.5  # start-up idle from this share of the window: a warm-up capture
 
-CAUSE_KINDS = ("data_loading", "compile", "sync", "compiled_region", "graph_capture", "host_wait",
+CAUSE_KINDS = ("data_loading", "compile", "sync", "startup", "compiled_region", "graph_capture", "host_wait",
                "launch_overhead", "unexplained")
 
 _ADVICE = {
@@ -73,12 +79,19 @@ _ADVICE = {
         "Make the copy asynchronous (non_blocking=True into pinned memory) and read it one step later, "
         "or overlap the host's next-step scheduling with the device (SGLang/vLLM overlap scheduling)."
     ),
+    "startup": (
+        "This is one-time initialization inside the captured window, not steady-state cost: the runtime "
+        "creates its context, loads libraries and code objects (the first launch of each kernel loads its "
+        "code object; hipModuleLoadData / cuModuleLoad, rocBLAS/Tensile or cuBLAS handles), creates streams. "
+        "A serving process pays it once. Start the profiler after warm-up (a few untimed iterations, "
+        "torch.profiler schedule(wait=…, warmup=…), or `tracekit capture --warmup`) so the window shows "
+        "the steady state; the other findings here describe the warm-up, not serving speed."
+    ),
     "runtime_call": (
-        "The host is inside a long runtime call ({name}) while the device has nothing to run: one-time "
-        "start-up inside the captured window (memory allocation or cudaFree, a module/code-object load, "
-        "the first launch of a kernel). Warm up before the profiler starts (a few untimed iterations, "
-        "schedule(wait=…, warmup=…)), pre-allocate (caching allocator, no empty_cache in the loop), and "
-        "compare steady-state iterations only."
+        "The host is inside a long runtime call ({name}) while the device has nothing to run: a memory "
+        "allocation or free (cudaFree and hipFree also synchronize the device), or a launch call that "
+        "blocks. Pre-allocate (the caching allocator; no empty_cache in the loop), keep frees out of the "
+        "step, and if this is warm-up, start the profiler after it."
     ),
     "compiled_region": (
         "The idle lies inside torch.compile regions: Python, guard checks and launches between the "
@@ -108,11 +121,11 @@ class LaunchIdle(Analyzer, name="launch_idle"):
         p = {"run": run_id}
         win = con.execute(
             """SELECT count(*), sum(window_ns), sum(busy_ns), sum(trimmed_ns), sum(trimmed_busy_ns),
-                      max(n_sessions)
+                      max(n_sessions), sum(n_rows)
                FROM run_window WHERE run_id = $run""", p).fetchall()[0]
         if not win[0] or not win[1]:
             return AnalyzerResult(metrics=self._metrics({}))
-        n_dev, window, busy, trimmed, trimmed_busy, n_sessions = (int(x or 0) for x in win)
+        n_dev, window, busy, trimmed, trimmed_busy, n_sessions, n_rows = (int(x or 0) for x in win)
         causes = con.execute(
             """SELECT cause_kind, cause, sum(n_gaps), sum(idle_ns), max(longest_gap_ns),
                       arg_max(longest_gap_start_ns, longest_gap_ns), arg_max(device, longest_gap_ns)
@@ -174,7 +187,7 @@ class LaunchIdle(Analyzer, name="launch_idle"):
             "idle_between_kernels_fraction": frac(between),
             "idle_other_fraction": frac(window - busy - host_wait - between),
             **{f"idle_{k}_fraction": frac(by_kind.get(k, 0)) for k in
-               ("data_loading", "compile", "sync", "compiled_region", "graph_capture", "unexplained")},
+               ("data_loading", "compile", "sync", "startup", "compiled_region", "graph_capture", "unexplained")},
             "idle_trimmed_ms": trimmed / 1e6,
             "kernels_per_step": float(steps[1]) if steps[0] else None,
             "step_device_time": float(steps[2]) / 1e6 if steps[0] and steps[2] is not None else None,
@@ -234,8 +247,19 @@ class LaunchIdle(Analyzer, name="launch_idle"):
             ))
             return res
 
+        if n_rows < MIN_TIMELINE_ROWS:
+            res.findings.append(Finding(
+                severity="info",
+                title=f"too little device activity to judge the timeline ({n_rows} device rows in the window)",
+                detail=(f"The window holds {n_rows} device rows over {_ms(window)} (busy {frac(busy):.0%}): too few "
+                        "for an idle, host-wait or launch-bound verdict (a snippet, or a capture that missed the "
+                        f"work). Capture a whole step or more; verdicts start at {MIN_TIMELINE_ROWS} rows." + trim_note),
+                evidence=evidence,
+            ))
+            return res
+
         # one finding per explained cause (the cause named in the title), largest first
-        for kind in ("data_loading", "compile", "sync", "runtime_call", "compiled_region"):
+        for kind in ("data_loading", "compile", "sync", "startup", "runtime_call", "compiled_region"):
             rows = [c for c in causes if c[0] == kind]
             ns = sum(int(c[3]) for c in rows)
             sev = run_share_severity(frac(ns))
@@ -243,9 +267,13 @@ class LaunchIdle(Analyzer, name="launch_idle"):
                 continue
             top = max(rows, key=lambda c: int(c[3]))
             name = str(top[1])
+            what = f"device idle {frac(ns):.0%} of the window waiting on {name}"
+            if kind == "startup":  # one-time: says how to measure, not what to fix; never above info
+                sev = "info"
+                what = f"one-time start-up inside the window: device idle {frac(ns):.0%} while the host initializes ({name})"
             res.findings.append(Finding(
                 severity=sev,
-                title=(f"device idle {frac(ns):.0%} of the window waiting on {name} ({_ms(ns)} in "
+                title=(f"{what} ({_ms(ns)} in "
                        f"{sum(int(c[2]) for c in rows)} gaps; longest {_ms(int(top[4]))})"),
                 detail=(f"The device is busy {frac(busy):.0%} of its window ({_ms(window)}); "
                         f"{frac(ns):.0%} of it is idle while the host is inside {name}. "
@@ -324,6 +352,15 @@ class LaunchIdle(Analyzer, name="launch_idle"):
                         "that no host span in the trace explains. " + _ADVICE["unexplained"] + trim_note),
                 evidence=evidence,
             ))
+
+        startup = by_kind.get("startup", 0)
+        if frac(startup) >= WARM_UP_WINDOW_FRACTION:  # a warm-up capture: verdicts describe start-up
+            note = (f" (This window is {frac(startup):.0%} one-time start-up, so it shows warm-up, not the steady "
+                    "state: the severity is capped at info. Capture after warm-up to judge this.)")
+            for f in res.findings:
+                if not f.title.startswith("one-time start-up") and f.severity != "info":
+                    f.severity = "info"
+                    f.detail += note
         return res
 
     @staticmethod
@@ -336,6 +373,7 @@ class LaunchIdle(Analyzer, name="launch_idle"):
             ("idle_data_loading_fraction", "fraction", "lower"),
             ("idle_compile_fraction", "fraction", "lower"),
             ("idle_sync_fraction", "fraction", "lower"),
+            ("idle_startup_fraction", "fraction", "lower"),
             ("idle_compiled_region_fraction", "fraction", "lower"),
             ("idle_graph_capture_fraction", "fraction", "lower"),
             ("idle_unexplained_fraction", "fraction", "lower"),

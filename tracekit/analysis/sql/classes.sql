@@ -21,13 +21,18 @@ CREATE OR REPLACE TEMP MACRO kernel_class(name, category, hlo_category) AS
 
 -- Kernels built to look "inefficient" on occupancy, wave and padding metrics: collectives (they
 -- wait on peers), flash/fused attention and persistent kernels (one block per SM by design),
--- and GEMVs / skinny GEMMs (memory-bound by design).
+-- and GEMVs / skinny GEMMs (memory-bound by design; a Tensile/hipBLASLt `Cijk_…_MT{M}x{N}x{K}`
+-- kernel is skinny when its macro tile is ≤ 32 on M or N).
 -- @arg name VARCHAR the kernel name
 -- @arg kclass VARCHAR its kernel_class
 -- @returns BOOLEAN true when low occupancy or a partial wave is the kernel's design
 CREATE OR REPLACE TEMP MACRO by_design_low_occupancy(name, kclass) AS
   kclass IN ('communication', 'attention', 'memcpy')
-  OR regexp_matches(lower(name), 'persistent|gemv|mul_mat_vec|wvspl?i?tk|splitk|stream_?k|skinny|cooperative');
+  OR regexp_matches(lower(name), 'persistent|gemv|mul_mat_vec|wvspl?i?tk|splitk|stream_?k|skinny|cooperative')
+  -- Tensile / hipBLASLt GEMMs whose macro tile is ≤ 32 on M or N (MT64x16x512…): picked for a
+  -- skinny problem, i.e. few tokens against a weight matrix, memory-bound by design (decode)
+  OR coalesce(least(TRY_CAST(regexp_extract(name, '^Cijk_.*_MT([0-9]+)x([0-9]+)x', 1) AS INTEGER),
+                    TRY_CAST(regexp_extract(name, '^Cijk_.*_MT([0-9]+)x([0-9]+)x', 2) AS INTEGER)) <= 32, false);
 
 -- The store's runtime_calls of the runs in scope, with the columns the library and analyzers
 -- use. analyze materializes it once per run, so the views below filter on api_kind without

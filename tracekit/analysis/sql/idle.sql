@@ -6,14 +6,16 @@
 -- compilation spans), `sync` (synchronising runtime calls: *Synchronize, StreamWait/EventQuery,
 -- blocking (non-Async) memcpy calls such as cudaMemcpy / hipMemcpyWithStream, "Async" copies
 -- whose call itself lasts ≥ 1 ms (pageable memory: the call blocks), and Kineto cuda_sync events),
--- `runtime_call` (a start-up runtime/driver call lasting ≥ 1 ms: allocation and free, module
--- and code-object loads, context/stream/event creation, graph instantiation, a first launch
--- that loads its code object — one-time start-up inside the capture),
+-- `startup` (one-time initialization: a runtime/driver call lasting ≥ 1 ms that loads modules
+-- or code objects, creates a context, stream or event, initializes or queries the device, or
+-- instantiates a graph, and the first launch of a kernel name on a rank when that launch call
+-- lasts ≥ 1 ms: it loads the kernel's code object), `runtime_call` (another allocation, free or
+-- launch call lasting ≥ 1 ms),
 -- `compiled_region` (torch.compile's `Torch-Compiled Region` spans: Python
 -- and guard overhead between the compiled graph's kernels).
 -- @column run_id VARCHAR the run
 -- @column rank INTEGER the rank (host process)
--- @column cause_kind VARCHAR graph_capture | data_loading | compile | sync | runtime_call | compiled_region
+-- @column cause_kind VARCHAR graph_capture | data_loading | compile | sync | startup | runtime_call | compiled_region
 -- @column cause VARCHAR the cause as findings name it (DataLoader, torch.compile region, compilation, graph capture, or the sync API's name, e.g. hipMemcpyWithStream)
 -- @column name VARCHAR the span's own name
 -- @column start_ns BIGINT span start (ns, host clock)
@@ -45,10 +47,36 @@ FROM runtime_calls_in_scope
 WHERE dur_ns > 0 AND in_scope(run_id) AND (api_kind = 'sync'
    OR (api_kind = 'memcpy' AND (NOT regexp_matches(name, '(?i)async') OR dur_ns >= 1000000)))
 UNION ALL
-SELECT run_id, rank, 'runtime_call', regexp_replace(name, '(_v[0-9]+)?(_ptsz|_spt)?$', ''), name, start_ns, end_ns
+SELECT run_id, rank,
+       CASE WHEN regexp_matches(name, '(?i)module_?load|loaddata|library_?load|init|setdevice|ctxcreate|primaryctx|streamcreate|eventcreate|getdeviceprop|devicegetattribute|streampriorityrange|graphinstantiate|hostregister')
+            THEN 'startup' ELSE 'runtime_call' END,
+       regexp_replace(name, '(_v[0-9]+)?(_ptsz|_spt)?$', ''), name, start_ns, end_ns
 FROM runtime_calls_in_scope
-WHERE dur_ns >= 1000000 AND in_scope(run_id) AND api_kind NOT IN ('sync', 'memcpy')
-  AND regexp_matches(name, '(?i)malloc|free|module_?load|loaddata|launchkernel|hostalloc|hostregister|meminfo|init|setdevice|getdevice|ctxcreate|primaryctx|streamcreate|eventcreate|graphinstantiate')
+WHERE dur_ns >= 1000000 AND in_scope(run_id) AND api_kind NOT IN ('sync', 'memcpy', 'kernel_launch', 'graph_launch')
+  AND regexp_matches(name, '(?i)malloc|free|module_?load|loaddata|library_?load|hostalloc|hostregister|meminfo|init|setdevice|getdevice|ctxcreate|primaryctx|streamcreate|eventcreate|graphinstantiate|streampriorityrange')
+UNION ALL  -- long kernel-launch calls: the first launch of a kernel name loads its code object (start-up:
+           -- a long graph launch is the graph's size, steady-state cost, and no cause here)
+SELECT l.run_id, l.rank,
+       CASE WHEN l.start_ns <= f.first_call_ns THEN 'startup' ELSE 'runtime_call' END,
+       CASE WHEN l.start_ns <= f.first_call_ns THEN 'first ' ELSE '' END
+         || regexp_replace(l.name, '(_v[0-9]+)?(_ptsz|_spt)?$', ''),
+       l.name, l.start_ns, l.end_ns
+FROM (SELECT r.run_id, r.rank, r.name, r.start_ns, r.end_ns, any_value(k.name) AS kernel
+      FROM runtime_calls_in_scope r
+      JOIN device_work k ON k.run_id = r.run_id AND k.rank = r.rank AND k.correlation_id = r.correlation_id
+      WHERE r.dur_ns >= 1000000 AND r.api_kind = 'kernel_launch' AND in_scope(r.run_id)
+      GROUP BY ALL) l
+JOIN (SELECT r.run_id, r.rank, k.name AS kernel, min(r.start_ns) AS first_call_ns
+      FROM runtime_calls_in_scope r
+      JOIN device_work k ON k.run_id = r.run_id AND k.rank = r.rank AND k.correlation_id = r.correlation_id
+      WHERE r.api_kind = 'kernel_launch' AND in_scope(r.run_id)
+        AND k.name IN (SELECT k2.name FROM runtime_calls_in_scope r2
+                       JOIN device_work k2 ON k2.run_id = r2.run_id AND k2.rank = r2.rank
+                        AND k2.correlation_id = r2.correlation_id
+                       WHERE r2.dur_ns >= 1000000 AND r2.api_kind = 'kernel_launch'
+                         AND in_scope(r2.run_id))
+      GROUP BY ALL) f
+  ON f.run_id = l.run_id AND f.rank = l.rank AND f.kernel = l.kernel
 UNION ALL
 SELECT run_id, rank, 'sync', name, name, start_ns, end_ns FROM syncs WHERE dur_ns > 0 AND in_scope(run_id)
 UNION ALL
@@ -73,7 +101,7 @@ FROM host_events WHERE name LIKE 'Torch-Compiled Region%' AND in_scope(run_id);
 -- @column end_ns BIGINT gap end = start of the next island (ns)
 -- @column dur_ns BIGINT gap length (ns)
 -- @column cause VARCHAR DataLoader | torch.compile region | compilation | graph capture | <sync or runtime API name> | host | launch overhead | unexplained
--- @column cause_kind VARCHAR data_loading | compiled_region | compile | graph_capture | sync | runtime_call | host_wait | launch_overhead | unexplained
+-- @column cause_kind VARCHAR data_loading | compiled_region | compile | graph_capture | sync | startup | runtime_call | host_wait | launch_overhead | unexplained
 -- @column cause_name VARCHAR the explaining span's own name (the longest overlapping one), NULL for the fallbacks
 -- @column covered_fraction DOUBLE share of the gap the explaining spans cover (0..1), NULL for the fallbacks
 CREATE OR REPLACE TEMP VIEW idle_gaps AS
@@ -121,15 +149,16 @@ ov AS (
   GROUP BY g.run_id, g.rank, g.device, g.start_ns, c.cause_kind),
 best AS (
   SELECT run_id, rank, device, start_ns,
-         arg_min(cause_kind, list_position(['graph_capture', 'data_loading', 'compile', 'sync', 'runtime_call', 'compiled_region'],
+         arg_min(cause_kind, list_position(['graph_capture', 'data_loading', 'compile', 'sync', 'startup', 'runtime_call', 'compiled_region'],
                                            cause_kind)) AS cause_kind,
-         arg_min(cause, list_position(['graph_capture', 'data_loading', 'compile', 'sync', 'runtime_call', 'compiled_region'],
+         arg_min(cause, list_position(['graph_capture', 'data_loading', 'compile', 'sync', 'startup', 'runtime_call', 'compiled_region'],
                                       cause_kind)) AS cause,
-         arg_min(cause_name, list_position(['graph_capture', 'data_loading', 'compile', 'sync', 'runtime_call', 'compiled_region'],
+         arg_min(cause_name, list_position(['graph_capture', 'data_loading', 'compile', 'sync', 'startup', 'runtime_call', 'compiled_region'],
                                            cause_kind)) AS cause_name,
-         arg_min(cover, list_position(['graph_capture', 'data_loading', 'compile', 'sync', 'runtime_call', 'compiled_region'],
+         arg_min(cover, list_position(['graph_capture', 'data_loading', 'compile', 'sync', 'startup', 'runtime_call', 'compiled_region'],
                                       cause_kind)) AS cover
   FROM ov WHERE cover >= {cause_min_cover}
+     OR cause_kind = 'startup'  -- library and code-object loading is mostly untraced host work
   GROUP BY ALL),
 call AS (  -- the launching call of the work that ends each gap (host_events: no per-row api_kind CASE)
   SELECT g.run_id, g.rank, g.device, g.start_ns,

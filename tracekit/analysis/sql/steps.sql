@@ -81,7 +81,7 @@ FROM f WHERE family IS NOT NULL;
 -- @column step BIGINT 1, 2, ... by marker start per rank
 -- @column family VARCHAR the marker family (step_markers.family)
 -- @column name VARCHAR the marker's name
--- @column phase VARCHAR decode | prefill | mixed | idle | NULL (unknown: see run_workload for structure)
+-- @column phase VARCHAR decode | prefill | mixed | idle | NULL (unknown). From the marker; for execute_model markers (which do not say) from the attention kernels the step launches: decode attention (paged_attention, flash-decoding, MLA decode) ⇒ decode, prefill attention (fmha, flash_fwd, varlen, context_attention) ⇒ prefill, both ⇒ mixed
 -- @column batch_size BIGINT requests in the step when the marker says
 -- @column new_tokens BIGINT tokens processed when the marker says
 -- @column context_tokens BIGINT Σ context the decode requests attend over, when the marker says
@@ -111,6 +111,16 @@ placed AS (  -- place each launching call once (many kernels share one graph lau
   SELECT c.run_id, c.rank, c.correlation_id, CASE WHEN c.api_ns < s.host_end_ns THEN s.step END AS step
   FROM calls c ASOF LEFT JOIN st s ON s.run_id = c.run_id AND s.rank = c.rank AND c.api_ns >= s.host_start_ns
   WHERE c.run_id IN (SELECT run_id FROM st)),
+attn AS (  -- execute_model markers say no phase: the attention kernels a step launches do
+  SELECT p.run_id, p.rank, p.step,
+         bool_or(regexp_matches(lower(w.name), 'paged_?attention|decode_?attention|flash_?decoding|mla_decode|decode_attn'))
+           AS dec,
+         bool_or(regexp_matches(lower(w.name), 'fmha|flash_fwd|flash_attn|context_attention|prefill|attn_fwd|varlen')
+                 AND NOT regexp_matches(lower(w.name), 'paged_?attention|decode')) AS pre
+  FROM (SELECT * FROM device_work WHERE kernel_class = 'attention'
+          AND run_id IN (SELECT run_id FROM st WHERE family = 'execute_model')) w
+  JOIN placed p ON p.run_id = w.run_id AND p.rank = w.rank AND p.correlation_id = w.correlation_id
+  WHERE p.step IS NOT NULL GROUP BY ALL),
 by_call AS (  -- device rows summed per launching correlation id first (a graph launch has many)
   SELECT run_id, rank, correlation_id, min(start_ns) AS start_ns, max(end_ns) AS end_ns,
          count(*) FILTER (WHERE category = 'kernel') AS n_kernels, count(*) AS n_rows,
@@ -144,12 +154,18 @@ blocked AS (
          CAST(sum(least(g.end_ns, a.device_end_ns) - greatest(g.start_ns, a.device_start_ns)) AS BIGINT) AS blocked_ns
   FROM agg a JOIN idle_gaps g
     ON g.run_id = a.run_id AND g.rank = a.rank AND g.start_ns < a.device_end_ns AND g.end_ns > a.device_start_ns
-   AND g.cause_kind IN ('sync', 'runtime_call', 'data_loading', 'compile', 'graph_capture')
+   AND g.cause_kind IN ('sync', 'startup', 'runtime_call', 'data_loading', 'compile', 'graph_capture')
   GROUP BY ALL)
-SELECT s.run_id, s.rank, s.step, s.family, s.name, s.phase, s.batch_size, s.new_tokens, s.context_tokens,
+SELECT s.run_id, s.rank, s.step, s.family, s.name,
+       CASE WHEN s.phase IS NULL AND s.family = 'execute_model'
+            THEN CASE WHEN sa.dec AND NOT sa.pre THEN 'decode' WHEN sa.pre AND NOT sa.dec THEN 'prefill'
+                      WHEN sa.dec AND sa.pre THEN 'mixed' END
+            ELSE s.phase END AS phase,
+       s.batch_size, s.new_tokens, s.context_tokens,
        s.host_start_ns, s.host_end_ns, a.device_start_ns, a.device_end_ns,
        a.device_end_ns - a.device_start_ns AS device_span_ns, coalesce(bl.blocked_ns, 0) AS blocked_ns,
        a.device_end_ns - a.device_start_ns - coalesce(bl.blocked_ns, 0) AS step_time_ns, coalesce(a.n_kernels, 0) AS n_kernels,
        coalesce(a.n_rows, 0) AS n_rows, coalesce(a.kernel_time_ns, 0) AS kernel_time_ns,
        a.device_start_ns - s.host_start_ns AS host_lead_ns
-FROM st s LEFT JOIN agg a USING (run_id, rank, step) LEFT JOIN blocked bl USING (run_id, rank, step);
+FROM st s LEFT JOIN agg a USING (run_id, rank, step) LEFT JOIN blocked bl USING (run_id, rank, step)
+LEFT JOIN attn sa USING (run_id, rank, step);
