@@ -409,7 +409,7 @@ def _expected_waves(rows: list[Row], cus: int, by_design: set[str]) -> dict[str,
             last += dur * ((wgs % cap) / cap if wgs % cap else 1.0)
             upper += dur * (1 - wgs / (waves * cap))
             wasted += dur * (1 - wgs / (cus * math.ceil(wgs / cus)))
-    return {"lw": last / multi_t, "frac": wasted / all_t, "wasted": wasted, "upper": upper}
+    return {"lw": last / multi_t if multi_t else None, "frac": wasted / all_t, "wasted": wasted, "upper": upper}
 
 
 def _rocpd_rows(db: Path) -> tuple[list[Row], int]:
@@ -444,7 +444,7 @@ def _check_waves(path: Path, tmp_path: Path, rows: list[Row], cus: int) -> tuple
     res, con, run_id = _analyze(path, tmp_path)
     want = _expected_waves(rows, cus, _by_design(con, run_id))
     m = _metrics(res)
-    assert m["last_wave_efficiency"] == pytest.approx(want["lw"], rel=1e-12)
+    assert m["last_wave_efficiency"] == (None if want["lw"] is None else pytest.approx(want["lw"], rel=1e-12))
     assert m["wave_quantization_fraction"] == pytest.approx(want["frac"], rel=1e-12)
     window = con.execute("SELECT sum(window_ns) FROM run_window WHERE run_id = ?", [run_id]).fetchall()[0][0]
     status = PaddingWaste()._waves(con, run_id, window)[2]["waves"]
@@ -467,15 +467,13 @@ def test_amd_wave_quantization_rocpd_sample_and_cpx(tmp_path: Path) -> None:
     rows, cus = _rocpd_rows(ROCPD_SAMPLE)
     assert cus == 304
     f, want, _ = _check_waves(ROCPD_SAMPLE, tmp_path, rows, cus)
-    assert f is not None
-    top = f.evidence["kernels"][0]
-    # the MT64x32x256 GEMM: 448 workgroups, LDS 33792 B → one per CU (64 KiB), 304 CUs → 2 waves
-    assert (top["blocks"], top["resident_blocks_per_cu"], top["limited_by"], top["waves"]) == (448, 1, "lds", 2)
-    assert top["last_wave_efficiency"] == pytest.approx(144 / 304)
-    # one workgroup per CU: the partial wave's CUs each run one whole workgroup, so it costs a full
-    # wave under either model
-    assert top["wasted_ns"] == top["upper_bound_wasted_ns"] and top["last_wave_blocks_per_cu"] == 1
-    assert "448 workgroups on 304 CUs" in f.detail and "a full wave either way" in f.title
+    # the only multi-wave kernels are the batch-4 FP8 decode GEMMs (hipBLASLt macro tiles 64x32,
+    # 64x16: 448 workgroups on 304 CUs): skinny, memory-bound by design, so no tail is charged
+    (tmp_path / "again").mkdir()
+    res, con, run_id = _analyze(ROCPD_SAMPLE, tmp_path / "again")
+    design = _by_design(con, run_id)
+    assert any(n.startswith("Cijk_") and "_MT64x32x256_" in n for n in design)
+    assert f is None and want["lw"] is None and want["wasted"] == 0
 
     # CPX partition: the same capture on a 38-CU, 1-XCC partition (the trace states the CU count)
     cpx = tmp_path / "cpx" / "27182_results.db"
@@ -491,8 +489,9 @@ def test_amd_wave_quantization_rocpd_sample_and_cpx(tmp_path: Path) -> None:
     rows_cpx, cus_cpx = _rocpd_rows(cpx)
     assert cus_cpx == 38
     f_cpx, want_cpx, status = _check_waves(cpx, tmp_path / "cpx", rows_cpx, 38)
-    # 448 workgroups on 38 CUs: 12 waves, the tail is a smaller share: under 1 % of the window, no finding
-    assert f_cpx is None and status["run_share"] < 0.01 and want_cpx["frac"] < want["frac"]
+    # on 38 CUs the tails are still those of the by-design decode GEMMs (the metrics above are
+    # checked against the raw rows): nothing charged
+    assert f_cpx is None and status["run_share"] < 0.01 and want_cpx["wasted"] == 0
 
 
 @_skip_without(V3)
@@ -511,7 +510,7 @@ def test_amd_wave_quantization_rocprofv3_csv_from_raw_rows(tmp_path: Path) -> No
                      int(r["VGPR_Count"]), int(r["Accum_VGPR_Count"]), int(r["SGPR_Count"]),
                      int(r["LDS_Block_Size"]), int(r["End_Timestamp"]) - int(r["Start_Timestamp"])))
     f, _, _ = _check_waves(folder, tmp_path, rows, cus)
-    assert f is not None and f.severity == "info"  # 1.6 ms of a 32.9 ms window: 4.9 %
+    assert f is None  # the decode GEMMs with tails are skinny (by design): nothing charged
     # the rocpd rendering of the same capture (static + dynamic LDS) agrees with its own raw rows
     rows_db, cus_db = _rocpd_rows(V3 / "vllm_mi300x_decode_results.db")
     (tmp_path / "db").mkdir()

@@ -109,8 +109,10 @@ def test_rocpd_dependency_and_issue_wait_per_kernel(tmp_path: Path) -> None:
         assert r["issue_wait"] == pytest.approx(issue[k], rel=1e-9)
         assert r["occupancy"] == pytest.approx(occ[k], rel=1e-9)
         assert r["time_ns"] == time[k] and r["stall_basis"] == "wave_wait"
-    # the top kernel is a hipBLASLt FP8 GEMM waiting ~83 % of its wave cycles
-    assert rows[0]["kernel"].startswith("Cijk_") and 0.8 < rows[0]["dependency_wait"] < 0.86
+    # the batch-4 FP8 decode GEMMs (hipBLASLt macro tiles ≤ 32 wide) are memory-bound by design:
+    # left out with the attention and GEMV kernels, never ranked
+    assert any(k.startswith("Cijk_") and "_MT64x16x512_" in k for k in design)
+    assert not any(r["kernel"].startswith("Cijk_") and "_MT64x16x" in r["kernel"] for r in rows)
     dep = {k: dep[k] for k in sums}
     issue = {k: issue[k] for k in sums}
     occ = {k: occ[k] for k in sums}
@@ -120,11 +122,15 @@ def test_rocpd_dependency_and_issue_wait_per_kernel(tmp_path: Path) -> None:
     frac = sum(stall_ns.values()) / sum(time[k] for k in sums)
     assert metrics["stall_weighted_time_fraction"] == pytest.approx(frac, rel=1e-9)
     assert metrics["stall_coverage"] == pytest.approx(sum(time[k] for k in sums) / sum(judged_time.values()))
-    # 17 ms stall-weighted of a 33 ms device window: the run-share cap allows critical
+    # ≈ 5.5 ms stall-weighted of a 33 ms device window once the decode GEMMs are left out
     share = sum(stall_ns.values()) / window
     assert ranking["evidence"]["run_window_ns"] == window
-    assert share >= 0.20 and ranking["evidence"]["stall_weighted_run_share"] == pytest.approx(share, rel=1e-6)
-    assert ranking["severity"] == ("critical" if frac >= 0.75 else "warning" if frac >= 0.5 else "info")
+    assert 0.05 <= share < 0.20 and ranking["evidence"]["stall_weighted_run_share"] == pytest.approx(share, rel=1e-6)
+    # but the sample's counters cover a few dispatches of each kernel (6 % of the ranked kernels'
+    # dispatches): ratios stretched over all of them are a hint, capped at info
+    counted = sum(r["counted_dispatches"] for r in rows)
+    assert counted < 0.1 * sum(r["dispatches"] for r in rows)
+    assert ranking["severity"] == "info" and "capped at info" in ranking["detail"]
     # every wave-stall counter was collected: no missing-counter finding
     assert not [f for f in findings if "missing" in f["evidence"]] and metrics["stall_counters_present"] == 1
 

@@ -33,7 +33,9 @@ API (named: ``cudaMemcpy``, ``hipMemcpyWithStream``, ``cudaStreamSynchronize`` �
 region, one-time start-up (context creation, library and code-object loads, first launches:
 always ``info``, with how to measure after warm-up), host launch (launch-bound), unexplained
 idle. When start-up is ``WARM_UP_WINDOW_FRACTION`` of the window or more, the capture is a warm-up
-and every launch_idle finding is capped at ``info`` (it describes start-up, not serving). A graph-capture trace gets one ``info``
+and every launch_idle finding is capped at ``info`` (it describes start-up, not serving); so is a
+micro-benchmark or test snippet (fewer than ``MICRO_BENCHMARK_ROWS`` device rows, no step markers,
+no training/serving/generation evidence), whose host gaps are its harness's dispatch loop. A graph-capture trace gets one ``info``
 finding saying what it is (its launches record no device work; profile replay, not capture) and
 no launch-bound verdict. Runs that already replay most kernels from graphs are never told to
 capture graphs. A run without device activity gets no finding and NULL metrics; a window with fewer than
@@ -56,6 +58,7 @@ MIN_SAMPLES = 20  # samples a median needs before it is a metric
 LAUNCH_GAP_MAX_NS = 1_000_000  # host-wait gaps longer than this are host work, not launch cadence
 GRAPH_MAJORITY = 0.5  # share of kernels replayed from graphs: "graphs already used"
 MIN_TIMELINE_ROWS = 10  # device rows a window needs before the timeline is judged
+MICRO_BENCHMARK_ROWS = 200  # fewer device rows, no step markers, generic inference: a micro-benchmark
 WARM_UP_WINDOW_FRACTION = 0.5  # start-up idle from this share of the window: a warm-up capture
 
 CAUSE_KINDS = ("data_loading", "compile", "sync", "startup", "compiled_region", "graph_capture", "host_wait",
@@ -104,6 +107,10 @@ _ADVICE = {
         "activity outside the trace (XPlane captures keep only part of the host). Look at the longest gap."
     ),
 }
+
+
+_KIND_LABEL = {"data_loading": "data-loading spans", "compile": "compilations", "sync": "synchronising calls",
+               "startup": "start-up calls", "runtime_call": "runtime calls", "compiled_region": "compiled regions"}
 
 
 def _ms(ns: float) -> str:
@@ -265,20 +272,33 @@ class LaunchIdle(Analyzer, name="launch_idle"):
             sev = run_share_severity(frac(ns))
             if sev is None:
                 continue
-            top = max(rows, key=lambda c: int(c[3]))
-            name = str(top[1])
-            what = f"device idle {frac(ns):.0%} of the window waiting on {name}"
+            # the title's numbers are the named cause's own (idle_by_cause rows of that cause);
+            # other causes of the same kind are added as such, and the saving covers the kind
+            by_cause: dict[str, list[int]] = {}
+            for c in rows:
+                acc = by_cause.setdefault(str(c[1]), [0, 0, 0])
+                acc[0] += int(c[3])
+                acc[1] += int(c[2])
+                acc[2] = max(acc[2], int(c[4]))
+            name, (top_ns, top_gaps, top_longest) = max(by_cause.items(), key=lambda kv: kv[1][0])
+            what = f"device idle {frac(top_ns):.0%} of the window waiting on {name}"
             if kind == "startup":  # one-time: says how to measure, not what to fix; never above info
                 sev = "info"
-                what = f"one-time start-up inside the window: device idle {frac(ns):.0%} while the host initializes ({name})"
+                what = (f"one-time start-up inside the window: device idle {frac(top_ns):.0%} while the host "
+                        f"initializes ({name})")
+            others = ns - top_ns
+            more = (f"; {frac(others):.0%} more on {len(by_cause) - 1} other {_KIND_LABEL[kind]} ({_ms(others)})"
+                    if len(by_cause) > 1 and others > 0 else "")
             res.findings.append(Finding(
                 severity=sev,
-                title=(f"{what} ({_ms(ns)} in "
-                       f"{sum(int(c[2]) for c in rows)} gaps; longest {_ms(int(top[4]))})"),
+                title=(f"{what} ({_ms(top_ns)} in {top_gaps} gaps; longest {_ms(top_longest)}){more}"),
                 detail=(f"The device is busy {frac(busy):.0%} of its window ({_ms(window)}); "
-                        f"{frac(ns):.0%} of it is idle while the host is inside {name}. "
-                        + _ADVICE[kind].format(name=name) + trim_note),
-                evidence={**evidence, "cause": name, "cause_kind": kind},
+                        f"{frac(top_ns):.0%} of it is idle while the host is inside {name}"
+                        + (f", {frac(others):.0%} inside other {_KIND_LABEL[kind]} ("
+                           + ", ".join(f"{n} {_ms(v[0])}" for n, v in sorted(by_cause.items(), key=lambda kv: -kv[1][0])
+                                       if n != name) + ")" if more else "")
+                        + ". " + _ADVICE[kind].format(name=name) + trim_note),
+                evidence={**evidence, "cause": name, "cause_kind": kind, "cause_idle_ns": top_ns, "kind_idle_ns": ns},
                 saving_ns=ns,
                 saving_fraction=frac(ns),
             ))
@@ -330,8 +350,12 @@ class LaunchIdle(Analyzer, name="launch_idle"):
                 title=f"device waits for the host {frac(rest):.0%} of the window ({_ms(rest)}): host work between launches",
                 detail=("In these gaps the work that ends the gap had not been submitted yet, and no DataLoader, "
                         "compile, synchronising call or compiled region explains them: host work between launches "
-                        "(scheduling, sampling, input preparation, Python): overlap it with the device "
-                        "(asynchronous scheduling, prepare the next step's inputs while this one runs) "
+                        + ("(the optimizer's per-parameter loop, DDP bucketing and buffer broadcasts, Python): "
+                           "a fused/foreach optimizer, fewer and larger DDP buckets, broadcast_buffers=False where "
+                           "buffers do not change, and prefetching the next batch overlap it with the device "
+                           if workload == "training" else
+                           "(scheduling, sampling, input preparation, Python): overlap it with the device "
+                           "(asynchronous scheduling, prepare the next step's inputs while this one runs) ")
                         + ("— the run already replays graphs, so the gaps are between replays." if graph_frac >= GRAPH_MAJORITY
                            else "— gaps over 1 ms are host work, not launch cost: graphs alone will not remove them."
                            if long_host_wait > 0 else "or capture the step in a graph.")
@@ -342,6 +366,7 @@ class LaunchIdle(Analyzer, name="launch_idle"):
             ))
 
         unexplained = by_kind.get("unexplained", 0)
+        host_api = con.execute("SELECT count(*) FROM runtime_calls_in_scope WHERE run_id = $run", p).fetchall()[0][0]
         if frac(unexplained) >= UNEXPLAINED_MIN_FRACTION:
             top = max((c for c in causes if c[0] == "unexplained"), key=lambda c: int(c[4]))
             res.findings.append(Finding(
@@ -349,14 +374,25 @@ class LaunchIdle(Analyzer, name="launch_idle"):
                 title=(f"device idle {frac(unexplained):.0%} of the window with no host cause in the trace "
                        f"(unexplained; busy {frac(busy):.0%}, longest gap {_ms(int(top[4]))})"),
                 detail=(f"{_ms(unexplained)} of idle in {int(sum(int(c[2]) for c in causes if c[0] == 'unexplained'))} gaps "
-                        "that no host span in the trace explains. " + _ADVICE["unexplained"] + trim_note),
+                        "that no host span in the trace explains. "
+                        + (_ADVICE["unexplained"] if host_api else
+                           "The trace has no host API calls (a kernel-only capture), so it cannot say what the host "
+                           "was doing: capture the HIP/CUDA runtime API and host annotations too (rocprofv3 "
+                           "--hip-trace / --sys-trace, the PyTorch profiler's CPU activities) to find the cause.")
+                        + trim_note),
                 evidence=evidence,
             ))
 
         startup = by_kind.get("startup", 0)
+        note = ""
         if frac(startup) >= WARM_UP_WINDOW_FRACTION:  # a warm-up capture: verdicts describe start-up
             note = (f" (This window is {frac(startup):.0%} one-time start-up, so it shows warm-up, not the steady "
                     "state: the severity is capped at info. Capture after warm-up to judge this.)")
+        elif not steps[0] and n_rows < MICRO_BENCHMARK_ROWS and workload == "inference":
+            note = (f" (A micro-benchmark or test snippet: {n_rows} device rows and no step markers, so the gaps "
+                    "between launches are its harness's dispatch loop, not a serving step's: the severity is "
+                    "capped at info.)")
+        if note:
             for f in res.findings:
                 if not f.title.startswith("one-time start-up") and f.severity != "info":
                     f.severity = "info"

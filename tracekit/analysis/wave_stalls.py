@@ -94,6 +94,7 @@ DEPENDENCY_WAIT_HIGH = 0.60  # fraction of wave cycles waiting on dependencies (
 ISSUE_WAIT_HIGH = 0.20  # fraction of wave cycles unable to issue (pipe back-pressure)
 LOW_OCCUPANCY = 0.25  # fraction of the wave/warp slots of the CUs/SMs
 MIN_STALLED_NS = 100_000  # ns of stall-weighted time below which nothing is worth a finding (a 2 µs kernel)
+MIN_COUNTED_DISPATCH_SHARE = 0.10  # counter ratios from fewer dispatches than this share: info only
 DMA_WAIT_WARNING_FRACTION = 0.20  # TPU: DMA-wait op time ÷ op time
 DMA_WAIT_CRITICAL_FRACTION = 0.50  # same
 SYNC_WAIT_WARNING_FRACTION = 0.05  # TPU: barrier + dependency-wait time ÷ the device's op window
@@ -536,9 +537,16 @@ class WaveStalls(Analyzer, name="wave_stalls"):
         cov_text = (f" The ranking covers {coverage:.0%} of kernel time (kernels with a stall measure)."
                     if coverage is not None and coverage < 0.999 else "")
         counted = sum(r.get("counted_dispatches", 0) for r in ranked)
+        dispatched = sum(int(r.get("dispatches") or 0) for r in ranked)
         if has_counters and not is_tpu:
             cov_text += (f" Counter ratios come from {counted} counted dispatches (all passes) and are applied "
                          "to each kernel's whole time.")
+            if dispatched and counted < MIN_COUNTED_DISPATCH_SHARE * dispatched:
+                # ratios stretched from a handful of dispatches over all of them: too thin to rank by
+                severity = "info"
+                cov_text += (f" Only {counted} of the ranked kernels' {dispatched} dispatches were counted "
+                             f"({counted / dispatched:.0%}): the ranking is a hint, capped at info; collect the "
+                             "counters on every dispatch (rocprofv3 --pmc without a dispatch filter) to judge it.")
         evidence: dict[str, Any] = {
             "stall_weighted_ns": round(stalled_ns),
             "counted_kernel_time_ns": counted_ns,

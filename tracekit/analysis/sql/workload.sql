@@ -134,7 +134,7 @@ FROM j;
 -- @column run_id VARCHAR the run
 -- @column launch_calls BIGINT kernel-launch runtime calls
 -- @column launches_without_work BIGINT those with no device row (same correlation id)
--- @column op_id_coverage DOUBLE distinct op External ids ÷ their id range (NULL without ids)
+-- @column op_id_coverage DOUBLE distinct op External ids ÷ their id range, on the least covered rank (NULL without ids)
 -- @column incomplete BOOLEAN timeline verdicts are not drawn from this run
 -- @column note VARCHAR why, in one line (NULL when complete)
 CREATE OR REPLACE TEMP VIEW run_completeness AS
@@ -144,10 +144,12 @@ WITH l AS (
            SELECT 1 FROM device_work w WHERE w.run_id = c.run_id AND w.rank = c.rank
                                          AND w.correlation_id = c.correlation_id)) AS without_work
   FROM runtime_calls_in_scope c WHERE c.api_kind = 'kernel_launch' AND in_scope(c.run_id) GROUP BY c.run_id),
-o AS (
-  SELECT run_id, count(*) AS n_ops,
-         count(DISTINCT external_id) / nullif(max(external_id) - min(external_id) + 1, 0) AS coverage
-  FROM ops WHERE external_id IS NOT NULL AND in_scope(run_id) GROUP BY run_id),
+o AS (  -- per rank (External ids are numbered per process), the least covered rank
+  SELECT run_id, sum(n_ops) AS n_ops, min(coverage) AS coverage
+  FROM (SELECT run_id, rank, count(*) AS n_ops,
+               count(DISTINCT external_id) / nullif(max(external_id) - min(external_id) + 1, 0) AS coverage
+        FROM ops WHERE external_id IS NOT NULL AND in_scope(run_id) GROUP BY run_id, rank)
+  GROUP BY run_id),
 j AS (
   SELECT r.run_id, coalesce(l.launch_calls, 0) AS launch_calls, coalesce(l.without_work, 0) AS without_work,
          o.n_ops, o.coverage, w.workload
@@ -160,6 +162,6 @@ SELECT run_id, launch_calls, without_work AS launches_without_work, coverage AS 
               THEN printf('%d of %d kernel-launch calls have no device row with their correlation id: the trace was cut or sampled, or its ids do not link',
                           without_work, launch_calls)
             WHEN n_ops >= 1000 AND coverage < 0.05
-              THEN printf('the %d ops kept cover %.1f%% of the op ids they span: a sampled trace', n_ops, 100 * coverage)
+              THEN printf('the %d ops kept cover %.1f%% of the op ids they span (least covered rank): a sampled trace', n_ops, 100 * coverage)
        END AS note
 FROM j;
