@@ -470,7 +470,7 @@ def test_amd_wave_quantization_rocpd_sample_and_cpx(tmp_path: Path) -> None:
     # the only multi-wave kernels are the batch-4 FP8 decode GEMMs (hipBLASLt macro tiles 64x32,
     # 64x16: 448 workgroups on 304 CUs): skinny, memory-bound by design, so no tail is charged
     (tmp_path / "again").mkdir()
-    res, con, run_id = _analyze(ROCPD_SAMPLE, tmp_path / "again")
+    _, con, run_id = _analyze(ROCPD_SAMPLE, tmp_path / "again")
     design = _by_design(con, run_id)
     assert any(n.startswith("Cijk_") and "_MT64x32x256_" in n for n in design)
     assert f is None and want["lw"] is None and want["wasted"] == 0

@@ -1,0 +1,134 @@
+"""The model catalog (tracekit/analysis/models.toml) and Hugging Face config.json reading: counts
+computed from the architecture against the numbers the model cards and released checkpoints
+state (sources in docs/models-research.md), the same counts from a config.json, sources for
+every entry, and docs/models.md generated from the catalog."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from conftest import ROOT
+
+from tracekit.analysis import models
+
+
+def test_qwen3_8b_counts_every_tensor() -> None:
+    """Qwen3-8B (untied, QK-norm): 36 × 192,946,432 per layer + 2 × 151936·4096 + 4096 = the
+    card's 8.2B total and 6.95B non-embedding; 16.38 GB in bf16."""
+    s = models.load("qwen3-8b")
+    p = s.params()
+    assert p["total"] == 8_190_735_360
+    assert p["total"] - p["embedding"] - p["lm_head"] - s.hidden_size == 6_946_071_552  # 36 layers
+    assert s.weight_bytes()["total"] == 16_381_470_720
+    assert s.kv_values_per_token() == 36 * 2 * 8 * 128
+
+
+def test_gpt_oss_20b_bytes_equal_the_released_shards() -> None:
+    """MXFP4 experts (4 bits + an 8-bit scale per 32 values) + bf16 attention (biases, sinks),
+    router, embedding and untied unembedding = 13,761,264,768 bytes: the 4.79 + 4.8 + 4.17 GB of
+    the three released safetensors shards; 20.91B parameters, 3.61B active (card: 21B / 3.6B)."""
+    s = models.load("gpt-oss-20b")
+    p, b = s.params(), s.weight_bytes()
+    assert p["total"] == 20_914_757_184
+    assert b["experts"] == 10_152_345_600 + 13_271_040  # MXFP4 weights + their bf16 biases
+    assert b["total"] == 13_761_264_768
+    assert abs(s.active_params_per_token() - 3.6e9) < 0.05e9
+
+
+@pytest.mark.parametrize(("name", "total", "tol"), [
+    ("llama-3.1-8b", 8.03e9, 0.01e9), ("llama-3.1-70b", 70.55e9, 0.01e9), ("llama-3.1-405b", 405.85e9, 0.01e9),
+    ("qwen3-32b", 32.8e9, 0.05e9), ("qwen3-30b-a3b", 30.5e9, 0.05e9), ("qwen3-235b-a22b", 235e9, 0.5e9),
+    ("gpt-oss-120b", 116.83e9, 0.01e9), ("mixtral-8x7b", 46.7e9, 0.05e9), ("deepseek-v3", 671e9, 0.5e9),
+])
+def test_totals_match_the_model_cards(name: str, total: float, tol: float) -> None:
+    assert abs(models.load(name).params()["total"] - total) <= tol
+
+
+def test_moe_active_parameters_and_gemma_non_embedding() -> None:
+    # the cards count "active" with (Qwen, Mixtral) or without (gpt-oss) the input embedding
+    q = models.load("qwen3-30b-a3b")
+    assert abs(q.active_params_per_token() + q.params()["embedding"] - 3.3e9) < 0.1e9
+    m = models.load("mixtral-8x7b")
+    assert abs(m.active_params_per_token() + m.params()["embedding"] - 12.9e9) < 0.05e9
+    assert abs(models.load("gpt-oss-120b").active_params_per_token() - 5.1e9) < 0.05e9
+    g = models.load("gemma-3-27b")  # report: 25,600M non-embedding
+    p = g.params()
+    assert abs(p["total"] - p["embedding"] - p["lm_head"] - 25.6e9) < 0.01e9
+    assert g.tie_word_embeddings is None  # not found in a source: counted untied, and said so
+    # DeepSeek-V3: MLA caches the 512-value latent + 64 rope values per token per layer
+    assert models.load("deepseek-r1").kv_values_per_token() == 61 * 576
+
+
+def _hf_config(spec: models.ModelSpec, **extra: object) -> dict[str, object]:
+    """A config.json as Hugging Face writes one for ``spec`` (its real field names)."""
+    cfg: dict[str, object] = {
+        "architectures": [spec.architecture], "hidden_size": spec.hidden_size,
+        "num_hidden_layers": spec.num_hidden_layers, "num_attention_heads": spec.num_attention_heads,
+        "num_key_value_heads": spec.num_key_value_heads, "head_dim": spec.head_dim,
+        "intermediate_size": spec.intermediate_size or spec.moe_intermediate_size,
+        "vocab_size": spec.vocab_size, "tie_word_embeddings": bool(spec.tie_word_embeddings),
+        "torch_dtype": "bfloat16", "max_position_embeddings": spec.max_position_embeddings,
+    }
+    cfg.update(extra)
+    return cfg
+
+
+def test_config_json_gives_the_catalog_numbers(tmp_path: Path) -> None:
+    q = models.load("qwen3-8b")
+    path = tmp_path / "Qwen3-8B" / "config.json"
+    path.parent.mkdir()
+    path.write_text(json.dumps(_hf_config(q, rope_theta=1000000, sliding_window=None, use_sliding_window=False)))
+    got = models.load(str(path))
+    assert got.origin == "config.json" and got.key == "Qwen3-8B"
+    assert got.params() == q.params() and got.weight_bytes() == q.weight_bytes()
+
+    g = models.load("gpt-oss-20b")
+    cfg = _hf_config(g, attention_bias=True, num_local_experts=32, experts_per_token=4, num_experts_per_tok=4,
+                     sliding_window=128, layer_types=["sliding_attention", "full_attention"] * 12,
+                     quantization_config={"quant_method": "mxfp4",
+                                          "modules_to_not_convert": ["model.layers.*.self_attn", "lm_head"]})
+    (tmp_path / "oss.json").write_text(json.dumps(cfg))
+    got = models.load(str(tmp_path / "oss.json"))
+    assert (got.expert_weights_dtype, got.sliding_window, got.sliding_window_pattern) == ("mxfp4", 128, 2)
+    assert got.weight_bytes()["total"] == g.weight_bytes()["total"] == 13_761_264_768
+
+    d = models.load("deepseek-v3")
+    cfg = _hf_config(d, intermediate_size=18432, moe_intermediate_size=2048, n_routed_experts=256,
+                     num_experts_per_tok=8, n_shared_experts=1, first_k_dense_replace=3, q_lora_rank=1536,
+                     kv_lora_rank=512, qk_rope_head_dim=64, qk_nope_head_dim=128, v_head_dim=128,
+                     quantization_config={"quant_method": "fp8", "fmt": "e4m3", "weight_block_size": [128, 128]})
+    (tmp_path / "ds.json").write_text(json.dumps(cfg))
+    got = models.load(str(tmp_path / "ds.json"))
+    assert got.params() == d.params() and got.weights_dtype == "fp8"
+
+
+def test_bad_model_arguments_are_one_line_errors(tmp_path: Path) -> None:
+    with pytest.raises(models.ModelError, match="not a catalog model .*qwen3-8b.* and not a config.json"):
+        models.load("qwen9-1t")
+    bad = tmp_path / "config.json"
+    bad.write_text("{not json")
+    with pytest.raises(models.ModelError, match="cannot read config.json"):
+        models.load(str(bad))
+    bad.write_text(json.dumps({"architectures": ["X"], "hidden_size": 8}))
+    with pytest.raises(models.ModelError, match="not a decoder config"):
+        models.load(str(bad))
+    with pytest.raises(models.ModelError, match="unknown weight format"):
+        models.load("qwen3-8b", weights="fp3")
+    assert models.load("QWEN3-8B", weights="fp8").weight_bytes()["total"] < 8.3e9
+
+
+def test_every_entry_cites_known_sources() -> None:
+    raw = models._raw_catalog()
+    keys = set(models.sources())
+    for name, entry in raw["models"].items():
+        assert entry.get("sources"), name
+        for field_name, cited in entry["sources"].items():
+            tags = [t.strip().split(" ")[0].rstrip(";,") for t in cited.replace(";", ",").split(",")]
+            assert any(t in keys for t in tags), f"{name}.{field_name}: {cited} cites no known source"
+
+
+def test_docs_models_md_is_generated_from_the_catalog() -> None:
+    got = (ROOT / "docs" / "models.md").read_text(encoding="utf-8")
+    assert got == models.markdown(), "docs/models.md is stale: run `python -m tracekit.analysis.models`"

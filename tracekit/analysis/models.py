@@ -1,0 +1,335 @@
+"""The model catalog: architecture facts of open LLMs, and the parameter counts and weight bytes
+they imply, for costing a decode or prefill step by what it must move (issue 15).
+
+Entries live in ``tracekit/analysis/models.toml`` (each value with its source; research notes in
+``docs/models-research.md``); a user's Hugging Face ``config.json`` is read by
+:func:`from_hf_config` into the same :class:`ModelSpec`. :func:`load` takes either.
+
+Counts are exact from the architecture (every weight matrix, bias, norm scale and attention sink
+of the decoder, embedding and LM head); tests check them against the model cards (Qwen3-8B:
+8,190,735,360 parameters; gpt-oss-20b: 20,914,757,184 parameters, 13,761,264,768 bytes, which is
+the size of its three released shards). Bytes use each tensor class's storage format: ``bf16``
+2 bytes per value, ``fp8`` 1 byte plus one float32 scale per 128×128 block, ``mxfp4`` half a byte
+plus one 8-bit scale per 32 values (4.25 bits).
+"""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+#: bytes per stored value of each weight format (scales included)
+FORMAT_BYTES = {
+    "bf16": 2.0, "fp16": 2.0, "fp32": 4.0,
+    "fp8": 1.0 + 4.0 / (128 * 128),  # e4m3 + a float32 scale per 128x128 block (DeepSeek-V3)
+    "mxfp4": 0.5 + 1.0 / 32,  # 4-bit values + one E8M0 scale per 32 values (OCP MX)
+    "int8": 1.0, "int4": 0.5,
+}
+_DTYPE_ALIASES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32", "float8_e4m3fn": "fp8",
+                  "e4m3": "fp8", "fp8_e4m3": "fp8"}
+
+
+class ModelError(ValueError):
+    """A model name that is not in the catalog, or a config.json tracekit cannot read."""
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """One decoder-only LLM. Field names follow Hugging Face ``config.json``; MoE fields are 0 for
+    dense models; ``sliding_window`` 0 = none (``sliding_window_pattern`` n: every n-th layer is
+    global, the others attend over the window; 2 = gpt-oss's alternation, 6 = Gemma 3's 5:1);
+    MLA fields (``kv_lora_rank`` > 0) replace the K/V projections (DeepSeek-V3)."""
+
+    key: str
+    name: str
+    architecture: str
+    num_hidden_layers: int
+    hidden_size: int
+    num_attention_heads: int
+    num_key_value_heads: int
+    head_dim: int
+    vocab_size: int
+    intermediate_size: int = 0
+    tie_word_embeddings: bool | None = False
+    qk_norm: bool = False
+    attention_bias: bool = False
+    attention_sinks: bool = False
+    num_experts: int = 0
+    num_experts_per_tok: int = 0
+    moe_intermediate_size: int = 0
+    n_shared_experts: int = 0
+    first_k_dense_replace: int = 0
+    expert_bias: bool = False
+    router_bias: bool = False
+    sliding_window: int = 0
+    sliding_window_pattern: int = 0
+    q_lora_rank: int = 0
+    kv_lora_rank: int = 0
+    qk_rope_head_dim: int = 0
+    qk_nope_head_dim: int = 0
+    v_head_dim: int = 0
+    max_position_embeddings: int = 0
+    weights_dtype: str = "bf16"
+    expert_weights_dtype: str = ""
+    card_params: str = ""
+    notes: str = ""
+    sources: Mapping[str, str] = field(default_factory=dict)
+    origin: str = "catalog"
+
+    # -- structure ---------------------------------------------------------------------------
+    @property
+    def is_moe(self) -> bool:
+        return self.num_experts > 0
+
+    @property
+    def moe_layers(self) -> int:
+        return self.num_hidden_layers - self.first_k_dense_replace if self.is_moe else 0
+
+    @property
+    def dense_layers(self) -> int:
+        return self.num_hidden_layers - self.moe_layers
+
+    def params(self) -> dict[str, int]:
+        """Parameter counts by tensor class (every decoder layer summed): ``attention``,
+        ``dense_mlp``, ``experts`` (routed), ``shared_experts``, ``router``, ``norms``,
+        ``embedding``, ``lm_head`` (0 when tied) and ``total``."""
+        h, heads, kv, d = self.hidden_size, self.num_attention_heads, self.num_key_value_heads, self.head_dim
+        if self.kv_lora_rank:  # MLA: low-rank Q and joint KV compression
+            qk = self.qk_nope_head_dim + self.qk_rope_head_dim
+            q = (h * self.q_lora_rank + self.q_lora_rank + self.q_lora_rank * heads * qk
+                 if self.q_lora_rank else h * heads * qk)
+            kv_p = (h * (self.kv_lora_rank + self.qk_rope_head_dim) + self.kv_lora_rank
+                    + self.kv_lora_rank * heads * (self.qk_nope_head_dim + self.v_head_dim))
+            attn = q + kv_p + heads * self.v_head_dim * h
+        else:
+            attn = h * heads * d + 2 * h * kv * d + heads * d * h
+            if self.attention_bias:
+                attn += heads * d + 2 * kv * d + h
+            if self.qk_norm:
+                attn += 2 * d
+        if self.attention_sinks:
+            attn += heads
+        moe_i = self.moe_intermediate_size
+        expert = 3 * h * moe_i + ((2 * moe_i + h) if self.expert_bias else 0)
+        router = h * self.num_experts + (self.num_experts if self.router_bias else 0)
+        out = {
+            "attention": attn * self.num_hidden_layers,
+            "dense_mlp": 3 * h * self.intermediate_size * self.dense_layers,
+            "experts": expert * self.num_experts * self.moe_layers,
+            "shared_experts": 3 * h * moe_i * self.n_shared_experts * self.moe_layers,
+            "router": router * self.moe_layers,
+            "norms": 2 * h * self.num_hidden_layers + h,
+            "embedding": self.vocab_size * h,
+            "lm_head": 0 if self.tie_word_embeddings else self.vocab_size * h,
+        }
+        out["total"] = sum(out.values())
+        return out
+
+    def weight_bytes(self) -> dict[str, float]:
+        """Bytes of the stored weights by class (``experts`` in ``expert_weights_dtype`` when set,
+        everything else in ``weights_dtype``) and ``total``."""
+        p = self.params()
+        base = FORMAT_BYTES[self.weights_dtype]
+        exp = FORMAT_BYTES[self.expert_weights_dtype or self.weights_dtype]
+        h, moe_i = self.hidden_size, self.moe_intermediate_size
+        # expert biases are not quantized (gpt-oss keeps *_bias tensors beside *_blocks/*_scales)
+        bias = (2 * moe_i + h) * self.num_experts * self.moe_layers if self.expert_bias else 0
+        out = {k: v * base for k, v in p.items() if k != "total"}
+        out["experts"] = (p["experts"] - bias) * exp + bias * base
+        out["total"] = sum(out.values())
+        return out
+
+    def active_params_per_token(self) -> int:
+        """Parameters one token touches in a forward: everything but the routed experts it does
+        not pick and the embedding table (one row is read): the model cards' "active" count."""
+        p = self.params()
+        routed = (p["experts"] * self.num_experts_per_tok // self.num_experts) if self.is_moe else 0
+        return p["total"] - p["experts"] + routed - p["embedding"]
+
+    def kv_values_per_token(self) -> int:
+        """KV-cache values one token adds over all layers (MLA: the compressed latent)."""
+        per_layer = (self.kv_lora_rank + self.qk_rope_head_dim if self.kv_lora_rank
+                     else 2 * self.num_key_value_heads * self.head_dim)
+        return per_layer * self.num_hidden_layers
+
+
+# -- loading -------------------------------------------------------------------------------------
+
+_SPEC_FIELDS = {f.name for f in fields(ModelSpec)}
+
+
+@cache
+def _raw_catalog() -> dict[str, Any]:
+    text = resources.files("tracekit.analysis").joinpath("models.toml").read_text(encoding="utf-8")
+    return tomllib.loads(text)
+
+
+@cache
+def catalog() -> dict[str, ModelSpec]:
+    """Every catalog entry by its lower-case name, aliases included."""
+    out: dict[str, ModelSpec] = {}
+    for key, entry in _raw_catalog()["models"].items():
+        values = {k: v for k, v in entry.items() if k in _SPEC_FIELDS}
+        if "tie_word_embeddings" in entry.get("not_found", []):
+            values["tie_word_embeddings"] = None
+        spec = ModelSpec(key=key, **values)
+        for name in [key, *entry.get("aliases", [])]:
+            out[name] = spec
+    return out
+
+
+def _first(cfg: Mapping[str, Any], *names: str, default: Any = 0) -> Any:
+    for n in names:
+        if cfg.get(n) is not None:
+            return cfg[n]
+    return default
+
+
+def from_hf_config(cfg: Mapping[str, Any], key: str = "config.json") -> ModelSpec:
+    """A :class:`ModelSpec` from a Hugging Face ``config.json`` (Llama, Qwen3, Qwen3-MoE,
+    gpt-oss, Mixtral, DeepSeek-V3, Gemma 3 (its ``text_config``) and the like). Fields the file
+    does not have keep the dense, untied, bf16 defaults; an MXFP4 or FP8 ``quantization_config``
+    sets the storage of the experts (MXFP4) or of all weights (FP8)."""
+    arch = (_first(cfg, "architectures", default=[""]) or [""])[0]
+    if isinstance(cfg.get("text_config"), Mapping):  # multimodal wrappers (Gemma 3): the decoder
+        cfg = {**cfg["text_config"], "architectures": [arch]}
+    try:
+        h = int(cfg["hidden_size"])
+        heads = int(cfg["num_attention_heads"])
+        layers = int(cfg["num_hidden_layers"])
+        vocab = int(cfg["vocab_size"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ModelError(f"not a decoder config: missing or bad {exc}") from None
+    experts = int(_first(cfg, "num_local_experts", "num_experts", "n_routed_experts"))
+    quant = cfg.get("quantization_config") or {}
+    method = str(quant.get("quant_method", "")).lower()
+    dtype = _DTYPE_ALIASES.get(str(cfg.get("torch_dtype", "bfloat16")), "bf16")
+    layer_types = cfg.get("layer_types") or []
+    pattern = int(_first(cfg, "sliding_window_pattern"))
+    if not pattern and layer_types and "sliding_attention" in layer_types and "full_attention" in layer_types:
+        pattern = layer_types.index("full_attention") + 1  # gpt-oss: [sliding, full, ...] → 2
+    window = int(_first(cfg, "sliding_window")) if (cfg.get("use_sliding_window", True) or pattern) else 0
+    values: dict[str, Any] = {
+        "key": key, "name": str(cfg.get("_name_or_path") or key), "architecture": str(arch),
+        "num_hidden_layers": layers, "hidden_size": h, "num_attention_heads": heads,
+        "num_key_value_heads": int(_first(cfg, "num_key_value_heads", default=heads)),
+        "head_dim": int(_first(cfg, "head_dim", default=h // heads)), "vocab_size": vocab,
+        "intermediate_size": int(_first(cfg, "intermediate_size")) if not experts or cfg.get("first_k_dense_replace")
+        else 0,
+        "tie_word_embeddings": bool(cfg.get("tie_word_embeddings", False)),
+        "qk_norm": "Qwen3" in str(arch) or "Gemma3" in str(arch) or bool(cfg.get("use_qk_norm")),
+        "attention_bias": bool(cfg.get("attention_bias", False)),
+        "attention_sinks": "GptOss" in str(arch),
+        "num_experts": experts,
+        "num_experts_per_tok": int(_first(cfg, "num_experts_per_tok", "experts_per_token")) if experts else 0,
+        "moe_intermediate_size": int(_first(cfg, "moe_intermediate_size", "intermediate_size")) if experts else 0,
+        "n_shared_experts": int(_first(cfg, "n_shared_experts")),
+        "first_k_dense_replace": int(_first(cfg, "first_k_dense_replace")),
+        "expert_bias": "GptOss" in str(arch), "router_bias": "GptOss" in str(arch),
+        "sliding_window": window, "sliding_window_pattern": pattern if window else 0,
+        "q_lora_rank": int(_first(cfg, "q_lora_rank")), "kv_lora_rank": int(_first(cfg, "kv_lora_rank")),
+        "qk_rope_head_dim": int(_first(cfg, "qk_rope_head_dim")),
+        "qk_nope_head_dim": int(_first(cfg, "qk_nope_head_dim")), "v_head_dim": int(_first(cfg, "v_head_dim")),
+        "max_position_embeddings": int(_first(cfg, "max_position_embeddings")),
+        "weights_dtype": "fp8" if method == "fp8" else dtype,
+        "expert_weights_dtype": "mxfp4" if method == "mxfp4" else "",
+        "origin": "config.json",
+    }
+    return ModelSpec(**values)
+
+
+def load(arg: str, *, weights: str | None = None, expert_weights: str | None = None) -> ModelSpec:
+    """The model ``arg`` names: a catalog name (any case) or the path of a ``config.json``.
+    ``weights`` / ``expert_weights`` override the storage formats (bf16, fp8, mxfp4, int8, int4)."""
+    spec = catalog().get(arg.strip().lower())
+    if spec is None:
+        path = Path(arg)
+        if not path.is_file():
+            names = ", ".join(sorted({s.key for s in catalog().values()}))
+            raise ModelError(f"{arg}: not a catalog model ({names}) and not a config.json file")
+        try:
+            cfg = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise ModelError(f"{arg}: cannot read config.json: {exc}") from None
+        if not isinstance(cfg, dict):
+            raise ModelError(f"{arg}: cannot read config.json: not a JSON object")
+        spec = from_hf_config(cfg, key=path.parent.name or path.name)
+    for fmt in (weights, expert_weights):
+        if fmt is not None and fmt not in FORMAT_BYTES:
+            raise ModelError(f"{fmt}: unknown weight format (one of {', '.join(FORMAT_BYTES)})")
+    if weights:
+        spec = replace(spec, weights_dtype=weights)
+    if expert_weights:
+        spec = replace(spec, expert_weights_dtype=expert_weights)
+    return spec
+
+
+def sources() -> dict[str, str]:
+    """The catalog's source keys and what they point at."""
+    return dict(_raw_catalog()["catalog"]["sources"])
+
+
+def markdown() -> str:
+    """``docs/models.md``: every entry, its derived counts and its sources (checked by a test)."""
+    raw = _raw_catalog()["models"]
+    lines = [
+        "# Model catalog",
+        "",
+        ("<!-- generated from tracekit/analysis/models.toml by `python -m tracekit.analysis.models`; "
+         "do not edit by hand -->"),
+        "",
+        "Architecture facts of the open LLMs the step costing needs (issue 15), each with its source;",
+        "the research notes with the quotes are [models-research.md](models-research.md). A user's",
+        "Hugging Face `config.json` is read into the same fields (`tracekit.analysis.models.load`).",
+        "Parameter counts are computed from the architecture (every matrix, bias, norm and sink);",
+        "bytes use each tensor class's storage format (bf16 2 B, fp8 1 B + a float32 scale per",
+        "128×128 block, mxfp4 4.25 bits). *Active* = parameters one token touches, less the",
+        "embedding table (one row is read): gpt-oss's card convention; the Qwen3 and Mixtral cards",
+        "count the embedding in (add it to compare). Not yet used by the analyzers: the step costing",
+        "of issue 15 builds on it.",
+        "",
+        "| model | layers | hidden | heads / KV × dim | FFN | experts (top-k, size) | params | active | weight GB | KV values / token | card |",
+        "|---|---:|---:|---|---|---|---:|---:|---:|---:|---|",
+    ]
+    for key in raw:
+        s = catalog()[key]
+        p = s.params()
+        moe = (f"{s.num_experts} ({s.num_experts_per_tok}, {s.moe_intermediate_size})"
+               + (f" + {s.n_shared_experts} shared" if s.n_shared_experts else "") if s.is_moe else "—")
+        ffn = (f"{s.intermediate_size} × {s.dense_layers} layers" if s.intermediate_size and s.dense_layers
+               else "—")
+        attn = f"{s.num_attention_heads} / {s.num_key_value_heads} × {s.head_dim}"
+        if s.kv_lora_rank:
+            attn = f"{s.num_attention_heads}, MLA (kv rank {s.kv_lora_rank} + rope {s.qk_rope_head_dim})"
+        if s.sliding_window:
+            attn += f"; window {s.sliding_window} (1 global in {s.sliding_window_pattern})"
+        tied = "" if s.tie_word_embeddings is not None else " (LM head: tie not found, counted untied)"
+        lines.append(
+            f"| `{key}` | {s.num_hidden_layers} | {s.hidden_size} | {attn} | {ffn} | {moe} | "
+            f"{p['total'] / 1e9:.2f} B{tied} | {s.active_params_per_token() / 1e9:.2f} B | "
+            f"{s.weight_bytes()['total'] / 1e9:.2f} ({s.weights_dtype}"
+            f"{', experts ' + s.expert_weights_dtype if s.expert_weights_dtype else ''}) | "
+            f"{s.kv_values_per_token():,} | {s.card_params} |")
+    lines += ["", "## Sources per entry", ""]
+    for key, entry in raw.items():
+        alias = f" (also {', '.join(entry['aliases'])})" if entry.get("aliases") else ""
+        lines.append(f"- **`{key}`**{alias}: " + "; ".join(f"{k}: {v}" for k, v in entry.get("sources", {}).items())
+                     + (f". Not found: {', '.join(entry['not_found'])}" if entry.get("not_found") else "")
+                     + (f". {entry['notes']}" if entry.get("notes") else ""))
+    lines += ["", "## Source keys", "", "| key | source |", "|---|---|"]
+    lines += [f"| {k} | {v} |" for k, v in sources().items()]
+    lines += ["", "Not in the catalog yet: GLM-4.5 / 4.5-Air (only secondary sources for the 4.5 files were",
+              "found; see models-research.md). Pass their `config.json` instead.", ""]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    out = Path(__file__).resolve().parents[2] / "docs" / "models.md"
+    out.write_text(markdown(), encoding="utf-8")
+    print(f"wrote {out}")
