@@ -118,8 +118,12 @@ def device_rows(con: duckdb.DuckDBPyConnection) -> dict[str, np.ndarray]:
 
 
 def release(con: duckdb.DuckDBPyConnection) -> None:
-    """Forget the arrays fetched for ``con`` (end of :func:`tracekit.analysis.library.scoped`)."""
+    """Forget the arrays fetched for ``con`` and drop the helper tables of this module (end of
+    :func:`tracekit.analysis.library.scoped`, after the library views stop pointing at them)."""
     _ROWS.pop(id(con), None)
+    con.execute("DROP VIEW IF EXISTS _tk_chain_kernels_full")
+    for t in ("_tk_device_work_names", "_tk_device_streams", "_tk_chain_kernels"):
+        con.execute(f"DROP TABLE IF EXISTS {t}")
 
 
 def materialize_busy_intervals(con: duckdb.DuckDBPyConnection, run_id: str) -> None:
@@ -177,9 +181,8 @@ def chain_kernels(con: duckdb.DuckDBPyConnection, run_id: str, max_gap_ns: int, 
             f"(PARTITION BY run_id, rank, device, stream, chain) >= {int(min_kernels)})")
     big = _BIG
     fus = con.execute(f"""
-        SELECT n.key, n.category = 'kernel' AND n.kernel_class IN ('elementwise', 'norm', 'reduction')
-               AND (SELECT any_value(format) FROM runs WHERE run_id = {_lit(run_id)}) IS DISTINCT FROM 'xplane'
-               AND NOT regexp_matches(lower(n.name), 'splitkreduce|radixsort|onesweep|cub::|rocprim::|mul_mat')
+        SELECT n.key, fusable_kernel(n.name, n.category, n.kernel_class,
+                                     (SELECT any_value(format) FROM runs WHERE run_id = {_lit(run_id)}))
         FROM _tk_device_work_names n""").fetchall()
     fusable_by_key = np.zeros(max((k for k, _ in fus), default=0) + 1, dtype=bool)
     for k, f in fus:

@@ -220,13 +220,10 @@ def scoped(con: duckdb.DuckDBPyConnection, run_id: str, materialize: Iterable[st
         yield
     finally:
         con.execute("RESET VARIABLE tracekit_run")
-        fastpath.release(con)
         install(con)  # the unscoped library again (views over the base tables)
         for name in made:
             con.execute(f"DROP TABLE IF EXISTS _tk_{name}")
-        con.execute("DROP VIEW IF EXISTS _tk_chain_kernels_full")
-        for t in ("_tk_device_work_names", "_tk_device_streams", "_tk_chain_kernels"):
-            con.execute(f"DROP TABLE IF EXISTS {t}")
+        fastpath.release(con)
 
 
 def names() -> list[str]:

@@ -1,5 +1,19 @@
 -- fusion.sql: chains of unfused elementwise / norm / reduction kernels on a stream.
 
+-- Whether a device row can be part of an unfused elementwise chain (chain_kernels, and the
+-- fusion analyzer's fast path): a row of category `kernel` and class elementwise, norm or
+-- reduction that is not a pass of a library algorithm (cuBLAS split-K reduce, CUB / rocPRIM sort
+-- and scan passes) nor a ggml `mul_mat*` GEMM, in a run that is not an XPlane capture.
+-- @arg name VARCHAR the kernel name
+-- @arg category VARCHAR its kernels.category
+-- @arg kclass VARCHAR its kernel_class
+-- @arg run_format VARCHAR runs.format of its run
+-- @returns BOOLEAN true when fusing it with its neighbours is the analyzer's question
+CREATE OR REPLACE TEMP MACRO fusable_kernel(name, category, kclass, run_format) AS
+  category = 'kernel' AND kclass IN ('elementwise', 'norm', 'reduction')
+  AND run_format IS DISTINCT FROM 'xplane'
+  AND NOT regexp_matches(lower(name), 'splitkreduce|radixsort|onesweep|cub::|rocprim::|mul_mat');
+
 -- The fusable kernels of every run in stream order, each with the chain of unfused kernels it
 -- belongs to. A kernel is fusable when it is a device row of category `kernel` and class
 -- elementwise, norm or reduction, is not a pass of a library algorithm (cuBLAS split-K reduce,
@@ -32,9 +46,7 @@
 CREATE OR REPLACE TEMP MACRO chain_kernels(max_gap_ns) AS TABLE
 WITH names AS (  -- the class regexes once per distinct name (device_work carries the class)
   SELECT d.run_id, d.name, any_value(d.kernel_class) AS kernel_class,
-         any_value(d.kernel_class) IN ('elementwise', 'norm', 'reduction')
-           AND any_value(x.format) IS DISTINCT FROM 'xplane'
-           AND NOT regexp_matches(lower(d.name), 'splitkreduce|radixsort|onesweep|cub::|rocprim::|mul_mat') AS fusable
+         fusable_kernel(d.name, 'kernel', any_value(d.kernel_class), any_value(x.format)) AS fusable
   FROM (SELECT DISTINCT run_id, name, kernel_class FROM device_work WHERE category = 'kernel') d
   LEFT JOIN runs x ON x.run_id = d.run_id
   GROUP BY d.run_id, d.name),
