@@ -158,3 +158,35 @@ def test_unfused_attention_is_reported_on_owlv2(analyzed: dict[str, dict[str, An
 def test_no_unfused_attention_where_attention_is_fused(analyzed: dict[str, dict[str, Any]]) -> None:
     for label in ("tracelens-mi300x-sd35-inference", "tracelens-h100-qwen05b-inference"):
         assert not [f for f in analyzed[label]["findings"] if f["title"].startswith("unfused attention")]
+
+
+def test_execute_model_steps_get_their_phase_from_their_attention_kernels(
+        analyzed: dict[str, dict[str, Any]]) -> None:
+    """The RPD vLLM trace marks steps only as `execute_model`: 2 prefill steps (ck_tile FMHA,
+    ≈155 ms) and 20 decode steps (paged_attention_ll4mi, 5.39–5.50 ms, median 5.414 ms)."""
+    m = analyzed["rpd-vllm-mi300"]["metrics"]
+    assert m[("memory_bound_decode", "decode_step_time_ms")] == pytest.approx(5.414, abs=0.002)
+    assert any("median of 20" in f["title"] for f in analyzed["rpd-vllm-mi300"]["findings"]
+               if f["analyzer"] == "memory_bound_decode")
+
+
+def test_too_little_activity_and_micro_benchmarks_get_no_timeline_verdict_above_info(
+        analyzed: dict[str, dict[str, Any]]) -> None:
+    # the docs samples: 8 device rows (4 memcpys of another program) in the busiest session
+    [f] = [f for f in analyzed["rocprofv3-docs-samples"]["findings"] if f["analyzer"] == "launch_idle"]
+    assert f["title"] == "too little device activity to judge the timeline (8 device rows in the window)"
+    # JAX micro-benchmarks: launch-bound and host-work findings stay, capped at info, saying why
+    for label in ("xplane-jax08_gemm__tw003", "xplane-jax08_attention__tw003"):
+        idle = [f for f in analyzed[label]["findings"] if f["analyzer"] == "launch_idle"]
+        assert idle and all(f["severity"] == "info" and "micro-benchmark" in f["detail"] for f in idle)
+    # a real serving run with the same host-work pattern is not capped
+    b200 = [f for f in analyzed["tracelens-b200-vllm-eager-inference-rank0of8"]["findings"]
+            if f["title"].startswith("launch-bound")]
+    assert b200 and b200[0]["severity"] == "critical"
+
+
+def test_sampled_trace_coverage_is_per_rank(analyzed: dict[str, dict[str, Any]]) -> None:
+    # two ranks with overlapping op-id ranges: 2,329 / 170,156 and 2,302 / 169,484 ids kept
+    [f] = [f for f in analyzed["hta-train-2ranks-of128-sampled"]["findings"]
+           if f["title"].startswith("incomplete trace")]
+    assert "cover 1.4% of the op ids" in f["title"]
