@@ -60,9 +60,13 @@ def test_torch_serving_capture_with_load(tmp_path: Path) -> None:
     res = capture_json(
         "--backend", "torch", "--duration", "1.5", "--warmup", "0.5", "--out", str(out), "--store", str(store),
         "--load", f"http://127.0.0.1:{port}", "--max-tokens", "8", "--prompt-tokens", "uniform:4:24",
-        "--concurrency", "2", "--", PY, str(EXAMPLE), "--port", str(port),
+        "--concurrency", "2", "--model", str(EXAMPLE.parent / "tiny-decoder" / "config.json"),
+        "--", PY, str(EXAMPLE), "--port", str(port),
     )
     run_id = res["run"]["run_id"]
+    # --model: the served model's config.json is attached to the run (examples/tiny-decoder)
+    assert q(store, "SELECT run_id, model, origin, tensor_parallel FROM run_models") == [
+        (run_id, "tiny-decoder", "config.json", 1)]
     assert len(res["trace_files"]) == 1 and res["trace_files"][0].endswith(".pt.trace.json.gz")
     # the trace is a real torch profile, with tracekit's capture metadata
     with gzip.open(res["trace_files"][0], "rt") as fh:

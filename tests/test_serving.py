@@ -70,6 +70,7 @@ def _expected(res: LoadResult) -> dict[str, float]:
             "output_tokens_per_s": sum(r.output_tokens for r in ok) / window_s,
             "requests_per_s": len(ok) / window_s,
             "request_error_rate": (len(res.records) - len(ok)) / len(res.records)}
+    out["output_tokens_per_s_per_user"] = 1000.0 / out["tpot_p50_ms"]  # the speed band
     return out
 
 
@@ -120,7 +121,7 @@ def test_cost_per_token_from_a_user_price(runs: tuple[Path, str, str], loaded: L
     metrics, findings = _serving(store, amd)  # MI300X identified, but no price yet
     assert "usd_per_1m_output_tokens" not in metrics
     [f] = [f for f in findings if f["severity"] == "info"]
-    assert "identified as mi300x, has no price" in str(f["detail"])
+    assert "identified as mi300x, has no rented price (price_per_hour_usd)" in str(f["detail"])
     hw = tmp_path / "hardware.toml"
     hw.write_text("[devices.mi300x]\nprice_per_hour_usd = 2.10\n")
     monkeypatch.setenv("TRACEKIT_HARDWARE", str(hw))
@@ -128,7 +129,24 @@ def test_cost_per_token_from_a_user_price(runs: tuple[Path, str, str], loaded: L
     tokens_per_s = _expected(loaded)["output_tokens_per_s"]
     # one device at 2.10 USD/h: USD per 10⁶ output tokens
     assert metrics["usd_per_1m_output_tokens"] == pytest.approx(2.10 / (tokens_per_s * 3600) * 1e6, rel=1e-9)
-    assert not [f for f in findings if f["severity"] == "info"]
+    [cost] = [f for f in findings if f["severity"] == "info"]  # the cost, with the speed band it holds at
+    per_user = 1000.0 / metrics["tpot_p50_ms"]  # type: ignore[operator]
+    assert str(cost["title"]).startswith(f"${metrics['usd_per_1m_output_tokens']:.2f} per 1M output tokens")
+    assert f"({per_user:.0f} tokens/s per user), rented prices for 1 device(s)" in str(cost["title"])
+    # the owned price sheet, chosen per run by a tag: capex over years plus power
+    hw.write_text("[devices.mi300x]\nprice_per_hour_usd = 2.10\nowned_capex_usd = 17532\nowned_years = 4\n"
+                  "owned_power_w = 1000\nowned_usd_per_kwh = 0.10\n")
+    with open_store(store) as con:
+        con.execute("UPDATE run_meta SET tags = MAP {'price_sheet': 'owned'} WHERE run_id = ?", [amd])
+    try:
+        metrics, findings = _serving(store, amd)
+    finally:
+        with open_store(store) as con:
+            con.execute("UPDATE run_meta SET tags = NULL WHERE run_id = ?", [amd])
+    owned = 17532 / (4 * 8766) + 1.0 * 0.10  # 0.5 + 0.1 USD per device-hour
+    assert metrics["usd_per_1m_output_tokens"] == pytest.approx(owned / (tokens_per_s * 3600) * 1e6, rel=1e-9)
+    [cost] = [f for f in findings if f["severity"] == "info"]
+    assert "owned prices for 1 device(s)" in str(cost["title"])
 
 
 def _records(ttft_ms: list[float], prompt_tokens: list[int], errors: int = 0) -> LoadResult:

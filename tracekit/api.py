@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 import duckdb
 
 from tracekit.errors import QueryError
-from tracekit.store import default_store_path, open_store
+from tracekit.store import default_store_path, open_store, utc_now
 
 if TYPE_CHECKING:
     from tracekit.collectors.load import LoadResult
@@ -485,6 +485,54 @@ def _version() -> str:
     from tracekit import __version__
 
     return __version__
+
+
+def attach_model(
+    run_id: str,
+    model: str,
+    store: str | Path | None = None,
+    *,
+    tp: int | None = None,
+    weights: str | None = None,
+    expert_weights: str | None = None,
+    kv_cache: str | None = None,
+) -> dict[str, Any]:
+    """Attach the model a run served (a catalog name or a Hugging Face ``config.json`` path,
+    :func:`tracekit.analysis.models.load`) so the analyzers cost its steps by what they must move.
+
+    ``tp``: ranks the weights are split over; without it the trace's world size
+    (``ranks.world_size``, else 1), and ``tp_source`` says which. ``weights``/``expert_weights``/
+    ``kv_cache`` override the storage formats. Replaces an earlier attachment; returns the stored
+    row as a dict (``model``, ``origin``, ``tensor_parallel``, ``tp_source``)."""
+    from tracekit.analysis import models
+    from tracekit.errors import TraceInputError
+
+    try:
+        spec = models.load(model, weights=weights, expert_weights=expert_weights, kv_cache=kv_cache)
+    except models.ModelError as exc:
+        raise TraceInputError(Path(model), str(exc).removeprefix(f"{model}: ")) from None
+    if tp is not None and tp < 1:
+        raise TraceInputError(Path(model), f"--tp must be ≥ 1, got {tp}")
+    path = Path(store) if store is not None else default_store_path()
+    with open_store(path) as con:
+        if not con.execute("SELECT count(*) FROM runs WHERE run_id = ?", [run_id]).fetchall()[0][0]:
+            raise TraceInputError(path, f"no run {run_id!r} in the store (see `tracekit runs`)")
+        if tp is None:
+            ws = con.execute("SELECT max(world_size) FROM ranks WHERE run_id = ?", [run_id]).fetchall()[0][0]
+            if ws:
+                tp, tp_source = int(ws), "the trace's world size (ranks.world_size)"
+            else:
+                tp, tp_source = 1, "default (no world size in the trace)"
+        else:
+            tp_source = "--tp"
+        row = {"model": spec.key, "origin": spec.origin, "tensor_parallel": tp, "tp_source": tp_source}
+        con.execute("BEGIN")
+        con.execute("DELETE FROM model_rows WHERE run_id = ?", [run_id])
+        con.execute("INSERT INTO model_rows VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    [run_id, spec.key, spec.origin, models.to_json(spec), tp, tp_source,
+                     json.dumps(spec.step_constants(tp)), utc_now()])
+        con.execute("COMMIT")
+    return row
 
 
 def store_token_lengths(run_id: str, lengths_file: str | Path, store: str | Path | None = None) -> int:

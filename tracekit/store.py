@@ -28,7 +28,7 @@ import duckdb
 from tracekit.errors import StoreError
 
 #: Version of the schema this code writes. Bump it and add a step to ``MIGRATIONS`` together.
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 DEFAULT_STORE = "tracekit.duckdb"
 
@@ -287,6 +287,20 @@ CREATE TABLE xla_module_meta (
 );
 """
 
+#: Tables added in schema 3: the model a run served (issue 15: model-aware step costing).
+_TABLES_V3 = """
+CREATE TABLE model_rows (  -- the model a run served, attached with --model (tracekit.api.attach_model)
+    run_id          VARCHAR PRIMARY KEY,
+    model           VARCHAR NOT NULL,  -- catalog name, or the config.json's folder name
+    origin          VARCHAR NOT NULL,  -- catalog | config.json
+    spec            JSON NOT NULL,     -- tracekit.analysis.models.ModelSpec as JSON
+    tensor_parallel INTEGER NOT NULL,  -- ranks the weights are split over
+    tp_source       VARCHAR NOT NULL,  -- what said so: --tp, or the trace's world size
+    constants       JSON NOT NULL,     -- ModelSpec.step_constants(tensor_parallel) at attach time
+    attached_at     TIMESTAMP NOT NULL
+);
+"""
+
 #: The public views. Recreated by every migration so that they always match the base tables.
 _VIEWS = """
 CREATE OR REPLACE VIEW runs AS
@@ -519,6 +533,24 @@ SELECT m.run_id, m.rank, m.module_name, m.function, m.fingerprint, m.module_id,
 FROM xla_module_meta m
 LEFT JOIN compiled c ON c.run_id = m.run_id AND c.rank = m.rank AND c.function = m.function;
 
+CREATE OR REPLACE VIEW run_models AS  -- per-rank constants of the step cost model (docs/findings.md)
+SELECT run_id, model, origin, spec, tensor_parallel, tp_source,
+       (constants->>'weight_bytes_fixed')::DOUBLE AS weight_bytes_fixed,
+       (constants->>'expert_bytes')::DOUBLE AS expert_bytes,
+       (constants->>'num_experts')::INTEGER AS num_experts,
+       (constants->>'experts_per_token')::INTEGER AS experts_per_token,
+       (constants->>'kv_bytes_per_token_global')::DOUBLE AS kv_bytes_per_token_global,
+       (constants->>'kv_bytes_per_token_window')::DOUBLE AS kv_bytes_per_token_window,
+       (constants->>'sliding_window')::BIGINT AS sliding_window,
+       (constants->>'flops_per_token')::DOUBLE AS flops_per_token,
+       (constants->>'lm_head_flops_per_seq')::DOUBLE AS lm_head_flops_per_seq,
+       (constants->>'attn_flops_per_pair_global')::DOUBLE AS attn_flops_per_pair_global,
+       (constants->>'attn_flops_per_pair_window')::DOUBLE AS attn_flops_per_pair_window,
+       (constants->>'activation_bytes_per_token')::DOUBLE AS activation_bytes_per_token,
+       (constants->>'embedding_bytes')::DOUBLE AS embedding_bytes,
+       attached_at
+FROM model_rows;
+
 CREATE OR REPLACE VIEW ranks AS
 SELECT run_id, rank, world_size, dist_backend, rank_source, host, path, file_sha256, schema_version,
        trace_id, base_time_ns, display_time_unit, runtime, runtime_version, trace_metadata,
@@ -529,13 +561,20 @@ FROM rank_meta;
 #: ``MIGRATIONS[v]`` upgrades a store from schema ``v`` to ``v + 1`` inside one transaction.
 #: Views are recreated after the last step, so a step only changes base tables.
 Migration = Callable[[duckdb.DuckDBPyConnection], None]
+
+
+def _add_model_rows(con: duckdb.DuckDBPyConnection) -> None:
+    con.execute(_TABLES_V3)
+
+
 MIGRATIONS: dict[int, Migration] = {
     1: lambda con: None,  # 1 → 2: views only (runtime_calls classifies api_kind per distinct name)
+    2: _add_model_rows,  # 2 → 3: model_rows (the model a run served)
 }
 
 _RUN_TABLES = (
     "device_activity", "host_events", "device_meta", "rank_meta", "xla_op_costs", "xla_module_meta",
-    "counter_values", "pc_sample_rows", "finding_rows", "metric_rows", "token_length_rows", "request_rows", "run_meta",
+    "counter_values", "pc_sample_rows", "finding_rows", "metric_rows", "token_length_rows", "request_rows", "model_rows", "run_meta",
 )
 
 
@@ -667,6 +706,7 @@ def ensure_schema(con: duckdb.DuckDBPyConnection, path: str | Path = "<store>") 
         con.execute("BEGIN")
         try:
             con.execute(_TABLES_V1)
+            con.execute(_TABLES_V3)
             con.execute(_VIEWS)
             con.execute("INSERT INTO tracekit_schema VALUES (?, ?)", [SCHEMA_VERSION, utc_now()])
             con.execute("COMMIT")

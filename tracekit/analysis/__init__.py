@@ -1,7 +1,7 @@
 """Analyzers: stateless classes registered by name that read a run from the store and write
 ``findings`` and ``metrics``; the hardware catalog they use (:mod:`tracekit.analysis.hardware`).
 
-Built in: ``compile_churn``, ``device_time``, ``wave_stalls``, ``padding_waste``, ``memory_bound_decode``,
+Built in: ``compile_churn``, ``device_time``, ``wave_stalls``, ``padding_waste``, ``memory_bound_decode``, ``model_identity``,
 ``launch_idle`` and ``serving`` (see docs/findings.md); a plugin registers the same way, by subclassing
 :class:`Analyzer` with a ``name``.
 """
@@ -12,6 +12,7 @@ from tracekit.analysis import device_time as _device_time  # noqa: F401  (regist
 from tracekit.analysis import fusion as _fusion  # noqa: F401  (registers itself)
 from tracekit.analysis import launch_idle as _launch_idle  # noqa: F401  (registers itself)
 from tracekit.analysis import memory_bound_decode as _memory_bound_decode  # noqa: F401  (registers itself)
+from tracekit.analysis import model_identity as _model_identity  # noqa: F401  (registers itself)
 from tracekit.analysis import padding_waste as _padding_waste  # noqa: F401  (registers itself)
 from tracekit.analysis import serving as _serving  # noqa: F401  (registers itself)
 from tracekit.analysis import wave_stalls as _wave_stalls  # noqa: F401  (registers itself)

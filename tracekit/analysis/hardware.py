@@ -44,7 +44,8 @@ STANDARD_FIELDS = (
 
 _NUMBER_FIELDS = (
     "hbm_gbps", "hbm_bytes", "interconnect_gbps", "compute_units", "matrix_units", "cus_per_xcc", "xcc_count",
-    "max_warps_per_cu", "warp_size", "clock_mhz", "price_per_hour_usd",
+    "max_warps_per_cu", "warp_size", "clock_mhz", "price_per_hour_usd", "owned_capex_usd", "owned_years",
+    "owned_power_w", "owned_usd_per_kwh",
 )
 _TEXT_FIELDS = ("name", "vendor", "hbm_capacity", "matrix_tile", "notes")
 _LIST_FIELDS = ("not_found", "not_applicable")
@@ -105,7 +106,20 @@ class DeviceSpec:
     warp_size: int | None = None  # threads
     matrix_tile: str | None = None  # MXU size or MMA/MFMA shapes
     clock_mhz: float | None = None  # MHz the peaks assume
-    price_per_hour_usd: float | None = None  # USD per device-hour (user file)
+    price_per_hour_usd: float | None = None  # USD per device-hour (user file): the rented price sheet
+    owned_capex_usd: float | None = None  # USD per device, server share included (user file): owned sheet
+    owned_years: float | None = None  # years the capex is amortised over
+    owned_power_w: float | None = None  # W per device at load, cooling and server share included
+    owned_usd_per_kwh: float | None = None  # USD per kWh
+
+    def owned_per_hour_usd(self) -> float | None:
+        """The owned price sheet as USD per device-hour: capex ÷ (years × 8766 h) + power (kW) × USD/kWh;
+        None unless all four owned fields are set."""
+        if None in (self.owned_capex_usd, self.owned_years, self.owned_power_w, self.owned_usd_per_kwh):
+            return None
+        assert self.owned_capex_usd is not None and self.owned_years and self.owned_power_w is not None
+        assert self.owned_usd_per_kwh is not None
+        return self.owned_capex_usd / (self.owned_years * 8766.0) + self.owned_power_w / 1000 * self.owned_usd_per_kwh
     partitionable: bool = False
     sources: Mapping[str, str] = field(default_factory=dict)
     not_found: tuple[str, ...] = ()
@@ -261,6 +275,10 @@ def _spec(key: str, t: Mapping[str, Any], origin: Path) -> DeviceSpec:
         matrix_tile=text("matrix_tile"),
         clock_mhz=num("clock_mhz"),
         price_per_hour_usd=num("price_per_hour_usd"),
+        owned_capex_usd=num("owned_capex_usd"),
+        owned_years=num("owned_years"),
+        owned_power_w=num("owned_power_w"),
+        owned_usd_per_kwh=num("owned_usd_per_kwh"),
         partitionable=bool(t.get("partitionable", False)),
         sources=_flatten(t.get("sources", {})),
         not_found=tuple(str(x) for x in t.get("not_found", ())),

@@ -33,7 +33,8 @@ from importlib import resources
 import duckdb
 
 #: Library files in install order.
-FILES = ("classes.sql", "timeline.sql", "idle.sql", "steps.sql", "workload.sql", "fusion.sql", "communication.sql")
+FILES = ("classes.sql", "timeline.sql", "idle.sql", "steps.sql", "workload.sql", "fusion.sql", "communication.sql",
+         "models.sql")
 
 #: A device timeline is cut into separate sessions at gaps longer than this (ns): a run stitched
 #: from unrelated captures (days apart) is judged on its busiest session, the rest reported as
@@ -159,6 +160,30 @@ def _stub(o: SqlObject) -> str:
     return f"CREATE OR REPLACE TEMP VIEW {o.name} AS SELECT {cols} WHERE false;"
 
 
+#: Store views newer than schema 2, as empty stand-ins for a store opened read-only before its
+#: migration (read-only opens never migrate): an older store simply has no model attached.
+_NEWER_STORE_VIEWS = {
+    "run_models": (
+        "SELECT NULL::VARCHAR AS run_id, NULL::VARCHAR AS model, NULL::VARCHAR AS origin, NULL::JSON AS spec, "
+        "NULL::INTEGER AS tensor_parallel, NULL::VARCHAR AS tp_source, NULL::DOUBLE AS weight_bytes_fixed, "
+        "NULL::DOUBLE AS expert_bytes, NULL::INTEGER AS num_experts, NULL::INTEGER AS experts_per_token, "
+        "NULL::DOUBLE AS kv_bytes_per_token_global, NULL::DOUBLE AS kv_bytes_per_token_window, "
+        "NULL::BIGINT AS sliding_window, NULL::DOUBLE AS flops_per_token, NULL::DOUBLE AS lm_head_flops_per_seq, "
+        "NULL::DOUBLE AS attn_flops_per_pair_global, NULL::DOUBLE AS attn_flops_per_pair_window, "
+        "NULL::DOUBLE AS activation_bytes_per_token, NULL::DOUBLE AS embedding_bytes, NULL::TIMESTAMP AS attached_at "
+        "WHERE false"),
+}
+
+
+def _older_store_stubs(con: duckdb.DuckDBPyConnection) -> None:
+    have = {r[0] for r in con.execute(
+        "SELECT view_name FROM duckdb_views() WHERE view_name IN ? AND database_name = current_database()",
+        [list(_NEWER_STORE_VIEWS)]).fetchall()}
+    for name, body in _NEWER_STORE_VIEWS.items():
+        if name not in have:
+            con.execute(f"CREATE OR REPLACE TEMP VIEW {name} AS {body}")
+
+
 def install(con: duckdb.DuckDBPyConnection) -> None:
     """Create (or replace) every library object as a TEMP view/macro on ``con``. Idempotent and
     cheap (no data is read); works on read-only connections.
@@ -171,6 +196,7 @@ def install(con: duckdb.DuckDBPyConnection) -> None:
     each bound over stubs; views are re-bound from their text at query time, so the result is the
     same library."""
     objs = objects()
+    _older_store_stubs(con)
     con.execute("\n".join(_stub(o) for o in objs if o.kind == "view"))
     con.execute("\n".join(o.sql if o.sql.rstrip().endswith(";") else o.sql + ";"
                           for o in objs if o.kind != "view"))

@@ -64,8 +64,10 @@ from typing import Any
 
 import duckdb
 
+from tracekit.analysis import models
 from tracekit.analysis.base import Analyzer, AnalyzerResult, Finding, Metric, Severity
 from tracekit.analysis.hardware import DeviceSpec, identify, ridge_point
+from tracekit.analysis.step_costing import MIN_COUNTER_COVERAGE, ModelCosting, model_costing
 
 SAVING_WARNING = 0.10  # share of the device window a fix would save: warning from here
 SAVING_CRITICAL = 0.30  # ... critical from here
@@ -387,7 +389,14 @@ class MemoryBoundDecode(Analyzer, name="memory_bound_decode"):
             for c in costed:
                 phase_time[c.phase] = phase_time.get(c.phase, 0) + c.time_ns
         res = AnalyzerResult()
-        per_op = [self._op_record(c, ridge) for c in costed]
+        mc = model_costing(con, run_id, spec, phase_time)
+        step_tokens = sorted(int(r[7] or r[6]) for r in srows if (r[7] or r[6]) and r[2] == "decode") or sorted(
+            int(r[7]) for r in srows if r[7])
+        res.metrics.append(Metric("tokens_per_step", step_tokens[len(step_tokens) // 2] if step_tokens else None,
+                                  "tokens", "higher"))
+        if mc is not None:
+            self._model_prefill(res, mc, spec)
+        per_op = [self._op_record(c, ridge, spec) for c in costed]
         per_op.sort(key=lambda r: -r["time_ns"])
         run = self._run_level(costed, per_op, spec, ridge, run_info, has_kernels)
         if costed:
@@ -417,11 +426,25 @@ class MemoryBoundDecode(Analyzer, name="memory_bound_decode"):
             else ("kernel dur_ns of the kernels each op launched" if has_kernels else "op dur_ns (CPU-only run)"),
             "window_ns": run_info.window_ns, "busy_ns": run_info.busy_ns, "run": run,
         }
+        if mc is not None:
+            evidence_base["model"] = self._model_evidence(mc)
         if run_info.has_decode:
             self._decode(res, costed, decode_rows, srows, phase_time, phase_graph_time, phase_kernels, gemm_names,
-                         spec, ridge, device_text, evidence_base, per_op, run_info, has_kernels)
+                         spec, ridge, device_text, evidence_base, per_op, run_info, has_kernels, mc)
         elif costed:
             res.findings.append(self._run_finding(run, per_op, run_info, device_text, evidence_base, len(costed)))
+        if mc is not None:
+            text = self._model_prefill_text(mc)
+            pc = mc.phases.get("prefill")
+            if res.findings and text:
+                res.findings[-1].detail += " " + text
+                if pc is not None and pc.mfu is not None and not res.findings[-1].title.startswith("decode at "):
+                    res.findings[-1].title = (
+                        f"prefill at {_pct(pc.mfu)} of peak FLOP/s ({mc.model}: {pc.flops / pc.steps / 1e12:.1f} "
+                        f"TFLOP per step in {pc.busy_ns / pc.steps / 1e6:.1f} ms of device time); "
+                        + res.findings[-1].title)
+            elif text:
+                res.findings.append(Finding("info", text.split(":")[0], text, evidence_base))
         return res
 
     # ------------------------------------------------------------------------------------------
@@ -474,18 +497,35 @@ class MemoryBoundDecode(Analyzer, name="memory_bound_decode"):
             + f"): arithmetic intensity {_num(run['ai'])} FLOP/B against {device_text}; achieved "
             f"{_fmt_bw(run['bytes_per_s'])}, {_fmt_flops(run['flops_per_s'])}. Top op: {per_op[0]['name']} "
             f"({per_op[0]['roofline_class']}, AI {_num(per_op[0]['arithmetic_intensity'])}).{bound}"
+            + self._lost_text(per_op, run_info.busy_ns)
             + (" The rest of the device time ran kernels with neither op shapes nor XLA costs, which no roofline "
                "figure here covers." if run["coverage"] is not None
                and run["coverage"] < MIN_COST_COVERAGE else ""))
         ev = {**evidence_base, "memory_bound_time_ns": run["memory_bound_time_ns"], "ops": per_op[:20]}
         return Finding(severity="info", title=title, detail=detail, evidence=ev)
 
+    @staticmethod
+    def _lost_text(per_op: list[dict[str, Any]], busy_ns: int | None) -> str:
+        """The costed ops that lose the most time against their own roof, top 3."""
+        lost = sorted((r for r in per_op if r.get("time_lost_ns") and r["time_lost_ns"] > 0),
+                      key=lambda r: -float(r["time_lost_ns"]))[:3]
+        if not lost:
+            return ""
+        def one(r: dict[str, Any]) -> str:
+            bound = r["roofline_class"] == "compute-bound"
+            rate = (f"{r['flops_per_s'] / 1e12:.0f} TFLOP/s" if bound else f"{r['bytes_per_s'] / 1e9:,.0f} GB/s")
+            return (f"{r['name']} {r['shape'] or ''} ×{r['count']}: {r['time_ns'] / 1e6:.2f} ms"
+                    + (f" ({r['time_ns'] / busy_ns:.0%} of device busy time)" if busy_ns else "")
+                    + f" at {rate}, {r['time_lost_ns'] / 1e6:.2f} ms above its "
+                    + ("FLOP" if bound else "HBM") + " roof")
+        return " Most time lost against the roof (costed ops): " + "; ".join(one(r) for r in lost) + "."
+
     def _decode(
         self, res: AnalyzerResult, costed: list[Costed], decode_rows: list[tuple[Any, ...]],
         srows: list[tuple[Any, ...]], phase_time: dict[str, int], phase_graph_time: dict[str, int],
         phase_kernels: dict[str, int], gemm_names: dict[str, set[str]], spec: DeviceSpec | None,
         ridge: float | None, device_text: str, evidence_base: dict[str, Any], per_op: list[dict[str, Any]],
-        run_info: Run, has_kernels: bool,
+        run_info: Run, has_kernels: bool, mc: ModelCosting | None = None,
     ) -> None:
         run = evidence_base["run"]
         n_steps = len(decode_rows)
@@ -533,21 +573,41 @@ class MemoryBoundDecode(Analyzer, name="memory_bound_decode"):
         headroom = ridge / ai if measured_mb and ridge and ai else None
         headroom_bound = ridge / ai_bound if bound_mb and ridge and ai_bound else None
         window = run_info.window_ns if has_kernels else None
-        saving = int(dtime * (1 - tot["mbu"])) if enough and tot["mbu"] is not None and tot["mbu"] < 1 else None
+        md = mc.phases.get("decode") if mc is not None else None
+        model_mbu = md.mbu if md is not None else None
+        proj = mc.projection if mc is not None else None
+        # the model's figures cover whole steps; the op costs only the ops with shapes
+        mbu = model_mbu if model_mbu is not None else (tot["mbu"] if enough else None)
+        mfu = md.mfu if md is not None and md.mfu is not None else (tot["mfu"] if enough else None)
+        mbu_cov = md.coverage if model_mbu is not None and md is not None else (coverage if enough else None)
+        mfu_cov = md.coverage if md is not None and md.mfu is not None else (coverage if enough else None)
+        if model_mbu is not None and md is not None and md.bytes:
+            ai = md.flops / md.bytes
+            measured_mb = ridge is not None and ai < ridge
+            headroom = headroom_bound = None  # replaced by the projection: KV reads grow with the batch
+        saving = int(dtime * (1 - mbu)) if mbu is not None and mbu < 1 else None
         saving_frac = saving / window if saving is not None and window else None
+        gain8 = proj["points"][-2]["throughput_gain"] if proj else None  # at 8× the batch
         res.metrics += [
             Metric("decode_step_time_ms", step_ms, "ms", "lower"),
             Metric("decode_cost_coverage", coverage, "fraction", "higher"),
             Metric("decode_arithmetic_intensity", ai, "FLOP/B", "higher"),
             Metric("decode_arithmetic_intensity_bound", ai_bound, "FLOP/B", "higher"),
-            Metric("decode_mbu", tot["mbu"] if enough else None, "fraction", "higher"),
-            Metric("decode_mfu", tot["mfu"] if enough else None, "fraction", "higher"),
+            Metric("decode_mbu", mbu, "fraction", "higher"),
+            Metric("decode_mbu_coverage", mbu_cov, "fraction", "higher"),
+            Metric("decode_mfu", mfu, "fraction", "higher"),
+            Metric("decode_mfu_coverage", mfu_cov, "fraction", "higher"),
             Metric("decode_batching_headroom", headroom, "x", "higher"),
             Metric("decode_batching_headroom_bound", headroom_bound, "x", "higher"),
+            Metric("decode_throughput_gain_8x", gain8, "x", "higher"),
+            Metric("decode_compute_bound_batch", proj["compute_bound_batch"] if proj else None, "requests",
+                   "lower"),
+            Metric("decode_max_batch_in_memory", proj["max_batch_in_memory"] if proj else None, "requests",
+                   "higher"),
         ]
         uncosted = dtime - tot["time_ns"]
         missing: list[str] = []
-        if not enough and dtime:
+        if not enough and dtime and model_mbu is None:
             why = (f"{graph_ns / dtime:.0%} of decode kernel time was launched by graph replay, which records no "
                    "op shapes" if graph_ns else "the kernels' ops recorded no shapes and carry no XLA costs")
             missing.append(f"{uncosted / 1e6:.3f} ms of the {dtime / 1e6:.3f} ms of decode kernel time "
@@ -578,14 +638,14 @@ class MemoryBoundDecode(Analyzer, name="memory_bound_decode"):
                     + ("device span of the step's own work, host blocks removed), " if has_kernels
                        else "host span of the step: no device timeline), ") if step_ms else "")
                  + f"{dtime / 1e6:.3f} ms of decode {'kernel' if has_kernels else 'op'} time."]
-        if tot["time_ns"]:
+        if tot["time_ns"] and (enough or model_mbu is None):
             parts.append(
                 f"Costed decode ops cover {_pct(coverage)} of that time: AI {_num(tot['ai'])} FLOP/B, "
                 f"{_fmt_bw(tot['bytes_per_s'])} ({_pct(tot['mbu'])} of the HBM roof), "
                 f"{_fmt_flops(tot['flops_per_s'])} ({_pct(tot['mfu'])} of peak)"
                 + ("." if enough else f" — figures of those ops only, below the {MIN_COST_COVERAGE:.0%} coverage "
                    "needed to stand for decode."))
-        if ai_bound is not None:
+        if ai_bound is not None and model_mbu is None:
             parts.append(f"With {m} tokens per step ({m_source}) and {w:g}-byte weights ({width_note}), no decode "
                          f"weight GEMM can exceed 2·M/w = {ai_bound:.1f} FLOP/B (the weights alone are N·K·w bytes).")
         parts.append(f"Ridge: {device_text}.")
@@ -601,6 +661,8 @@ class MemoryBoundDecode(Analyzer, name="memory_bound_decode"):
             parts.append(f"Decode weight GEMMs are memory-bound by structure: the batch could grow at least "
                          f"{headroom_bound:.1f}× (a bound: ridge ÷ the 2·M/w ceiling) before they reach the ridge; "
                          f"{advice}.")
+        if md is not None and mc is not None:
+            parts.append(self._model_decode_text(mc, md, proj, spec))
         if saving is not None:
             parts.append(f"At the HBM roof the decode kernels would take {saving / 1e6:.3f} ms less"
                          + (f" ({saving_frac:.1%} of the {window / 1e6:.3f} ms device window)." if window and
@@ -608,11 +670,28 @@ class MemoryBoundDecode(Analyzer, name="memory_bound_decode"):
         if missing:
             parts.append("Missing: " + "; ".join(missing) + ".")
         sev: Severity = "info"
-        if saving_frac is not None and (measured_mb or bound_mb):
-            sev = "critical" if saving_frac >= SAVING_CRITICAL else "warning" if saving_frac >= SAVING_WARNING else "info"
+        # a larger batch cuts the device time per token by 1 − 1/gain over the decode share
+        # share of the device's work (busy time), not of the window: a capture that caught a host
+        # stall around one decode step says nothing about how much of serving is decode
+        busy_all = run_info.busy_ns if has_kernels else None
+        gain_frac = (min(1.0, dtime / busy_all) * (1 - 1 / gain8) if gain8 and gain8 > 1 and busy_all else None)
+        score = max(x for x in (saving_frac, gain_frac, -1.0) if x is not None)
+        if score >= 0 and (measured_mb or bound_mb):
+            sev = "critical" if score >= SAVING_CRITICAL else "warning" if score >= SAVING_WARNING else "info"
+        ev["decode_throughput_gain_8x"] = gain8
+        ev["per_token_saving_fraction_8x"] = gain_frac
         cov_txt = (f"costed ops cover {_pct(coverage)} of decode time" if coverage else
                    "no decode op has a cost")
-        if headroom is not None:
+        if model_mbu is not None and mc is not None and md is not None and md.bytes is not None:
+            src = (f"hardware counters: {md.bytes / md.steps / 1e9:.1f} GB, the {mc.model} model "
+                   f"{(md.model_bytes or 0) / md.steps / 1e9:.1f} GB" if md.bytes_source == "counters"
+                   else f"{mc.model}: {md.bytes / md.steps / 1e9:.1f} GB")
+            title = (f"decode at {_pct(model_mbu)} of the HBM roof ({src} "
+                     f"per step in {md.busy_ns / md.steps / 1e6:.2f} ms of device time"
+                     + (f", {_pct(md.coverage)} of decode time" if md.coverage is not None else "") + ")"
+                     + (f"; {proj['points'][-2]['batch']} requests would give ≈{gain8:.1f}× the throughput"
+                        if proj and gain8 else ""))
+        elif headroom is not None:
             title = (f"decode is memory-bound: AI {ai:.1f} FLOP/B vs ridge {ridge:.0f}, MBU {_pct(tot['mbu'])} "
                      f"({cov_txt}); ~{headroom:.1f}× batching headroom")
         elif headroom_bound is not None:
@@ -630,6 +709,112 @@ class MemoryBoundDecode(Analyzer, name="memory_bound_decode"):
         res.findings.append(Finding(severity=sev, title=title, detail=" ".join(parts), evidence=ev,
                                     saving_ns=saving, saving_fraction=saving_frac))
 
+
+    @staticmethod
+    def _model_evidence(mc: ModelCosting) -> dict[str, Any]:
+        return {
+            "model": mc.model, "origin": mc.origin, "tensor_parallel": mc.tensor_parallel, "tp_source": mc.tp_source,
+            "constants": mc.constants, "uncosted_steps": mc.uncosted_steps, "projection": mc.projection,
+            "kernel_classes": mc.classes,
+            "bytes_source": {p: pc.bytes_source for p, pc in mc.phases.items()},
+            "kernel_formats": mc.formats,
+            "phases": {p: {k: v for k, v in pc.__dict__.items() if k != "rows"}
+                       | {"steps_detail": [{k: r[k] for k in ("rank", "step", "phase", "tokens", "decode_seqs",
+                                                               "prefill_tokens", "context_tokens", "weight_bytes",
+                                                               "kv_read_bytes", "bytes", "flops", "busy_ns",
+                                                               "step_time_ns")} for r in pc.rows[:50]]}
+                       for p, pc in mc.phases.items()},
+        }
+
+    @staticmethod
+    def _model_decode_text(mc: ModelCosting, md: Any, proj: dict[str, Any] | None, spec: DeviceSpec | None) -> str:
+        n = md.steps
+        kv = md.kv_read_bytes
+        model_b = md.model_bytes if md.bytes_source == "counters" else md.bytes
+        text = (f"From the model ({mc.model}, {mc.origin}; TP {mc.tensor_parallel}: {mc.tp_source}): a decode step "
+                f"must read {md.weight_bytes / n / 1e9:.2f} GB of weights"
+                + (f" and {kv / n / 1e9:.2f} GB of KV cache" if kv is not None else "")
+                + (f" ({model_b / n / 1e9:.2f} GB with the KV written and activations)" if model_b else "")
+                + f" and compute {md.flops / n / 1e12:.3f} TFLOP, median {md.tokens_median} tokens per step; over "
+                f"{md.busy_ns / n / 1e6:.3f} ms of device time per step that is "
+                f"{_pct(md.model_mbu if md.bytes_source == 'counters' else md.mbu)} of the HBM roof "
+                f"(MBU) and {_pct(md.mfu)} of peak FLOP/s (MFU)"
+                + (f"; over the whole step time ({md.step_time_ns / n / 1e6:.3f} ms, idle included) MBU is "
+                   f"{_pct(md.mbu_step_time)}" if md.mbu_step_time is not None and md.step_time_ns != md.busy_ns else "")
+                + ".")
+        if md.bytes_source == "counters" and md.counted:
+            text += (f" Measured: the hardware counters ({md.counted['counters']}, over "
+                     f"{md.counted['time_fraction']:.0%} of the decode steps' kernel time) count "
+                     f"{md.bytes / n / 1e9:.2f} GB per step, so the MBU above is the measured one (the model's "
+                     f"{(md.model_bytes or 0) / n / 1e9:.2f} GB would give {_pct(md.model_mbu)}).")
+        elif md.counted:
+            text += (f" Hardware counters ({md.counted['counters']}) cover only "
+                     f"{md.counted['time_fraction']:.0%} of the decode kernel time (< "
+                     f"{MIN_COUNTER_COVERAGE:.0%}), so the bytes are the model's.")
+        if kv is None and md.bytes_source != "counters":
+            text += " The step markers give no context lengths, so the KV-cache reads and the MBU are not computed."
+        text += _format_hint(mc)
+        costed_cls = [c for c in mc.classes if c["bytes_per_s"] is not None][:3]
+        if costed_cls:
+            text += (" By kernel group, per step, ranked by the time lost against the HBM roof (at 100 % of the "
+                     "datasheet bandwidth; sustained copies reach about 80 %): " + "; ".join(
+                f"{c['group']} {c['time_ns'] / 1e6:.2f} ms ({c['share']:.0%} of decode kernel time) moving "
+                f"{c['bytes'] / 1e9:.2f} GB at {c['bytes_per_s'] / 1e12:.2f} TB/s "
+                f"({_pct(c['hbm_fraction'])} of HBM), {c['time_lost_ns'] / 1e6:.2f} ms above the roof"
+                for c in costed_cls) + ".")
+        if proj:
+            pts = ", ".join(f"{p['batch']}: {p['step_time_ms']:.1f} ms, {p['tokens_per_s']:,.0f} tok/s "
+                            f"(×{p['throughput_gain']:.1f}, {p['bound']}-bound)" for p in proj["points"])
+            cb = proj["compute_bound_batch"]
+            mem = proj["max_batch_in_memory"]
+            per_group = proj["time_model"].startswith("per group")
+            basis = (f"the bandwidth the weight GEMMs ({proj['weights_bytes_per_s'] / 1e9:,.0f} GB/s) and attention "
+                     f"({proj['attention_bytes_per_s'] / 1e9:,.0f} GB/s) achieve now, peak FLOP/s for their FLOPs, "
+                     f"the other kernels' {proj['other_kernels_ns'] / 1e6:.2f} ms kept" if per_group else
+                     f"the bandwidth this step achieves ({proj['achieved_bytes_per_s'] / 1e9:,.0f} GB/s)")
+            text += (
+                f" Batching projection at the measured {proj['context_per_seq']:.0f} context tokens per request, "
+                f"{basis}: now {proj['now']['batch']} requests, {proj['now']['step_time_ms']:.1f} ms, "
+                f"{proj['now']['tokens_per_s']:,.0f} tok/s; requests → step time (= TPOT), throughput: {pts}. "
+                "The weights are read once per step whatever the batch, but every request reads its own KV cache, "
+                "so the gain flattens as the batch grows, and each user's TPOT rises with it"
+                + (f"; the weight GEMMs turn compute-bound at ≈{cb} requests (attention's FLOPs per byte do not grow "
+                   "with the batch: it stays memory-bound)" if cb else "; the weight GEMMs stay memory-bound")
+                + (f". KV cache per request {proj['kv_bytes_per_seq'] / 1e9:.3f} GB: with "
+                   f"{proj['weights_bytes'] / 1e9:.1f} GB of weights per rank at most {mem} requests fit in "
+                   f"{proj['hbm_usable']:.0%} of the {proj['hbm_bytes'] / 1e9:.0f} GB" if mem is not None else "")
+                + ". Peak FLOP/s is the datasheet's: throughput past the compute-bound batch is an upper bound.")
+        return text
+
+    @staticmethod
+    def _model_prefill_text(mc: ModelCosting) -> str:
+        pc = mc.phases.get("prefill")
+        if pc is None:
+            if not mc.phases and mc.uncosted_steps:
+                return (f"Model {mc.model} attached, but no step marker states its tokens "
+                        f"({', '.join(f'{n} {p}' for p, n in sorted(mc.uncosted_steps.items()))} step(s)), so no step "
+                        "is costed from the model.")
+            return "" if mc.phases else (f"Model {mc.model} attached, but the run has no step marker with a phase "
+                                         "and tokens, so no step is costed from the model.")
+        n = pc.steps
+        hint = "" if "decode" in mc.phases else _format_hint(mc)
+        return hint.lstrip() + (" " if hint else "") + (
+                f"Prefill from the model ({mc.model}, TP {mc.tensor_parallel}): {n} step(s) with prefill tokens "
+                f"(median {pc.tokens_median} tokens per step) compute {pc.flops / n / 1e12:.2f} TFLOP per step in "
+                f"{pc.busy_ns / n / 1e6:.3f} ms of device time: {_pct(pc.mfu)} of peak FLOP/s (MFU), over "
+                f"{_pct(pc.coverage)} of prefill device time (2 × active parameters per token, the LM head once "
+                "per sequence, attention over the causal query-key pairs)"
+                + (f"; the steps took {pc.step_time_ns / n / 1e6:.3f} ms, so the device idled "
+                   f"{1 - pc.busy_ns / pc.step_time_ns:.0%} of them (MFU over the step time "
+                   f"{_pct(pc.mfu * pc.busy_ns / pc.step_time_ns)}; the idle's cause is launch_idle's finding)"
+                   if pc.mfu is not None and pc.step_time_ns > 1.2 * pc.busy_ns else "") + ".")
+
+    def _model_prefill(self, res: AnalyzerResult, mc: ModelCosting, spec: DeviceSpec | None) -> None:
+        pc = mc.phases.get("prefill")
+        res.metrics += [
+            Metric("prefill_mfu", pc.mfu if pc else None, "fraction", "higher"),
+            Metric("prefill_mfu_coverage", pc.coverage if pc and pc.mfu is not None else None, "fraction", "higher"),
+        ]
 
     @staticmethod
     def _windows_sql(steps: list[Step]) -> tuple[str, list[Any]]:
@@ -720,10 +905,16 @@ class MemoryBoundDecode(Analyzer, name="memory_bound_decode"):
         return out
 
     @staticmethod
-    def _op_record(c: Costed, ridge: float | None) -> dict[str, Any]:
+    def _op_record(c: Costed, ridge: float | None, spec: DeviceSpec | None = None) -> dict[str, Any]:
+        """One costed op (group) with its roofline place and, with the device's peaks, the time it
+        would take at its roof (max(FLOPs ÷ peak FLOP/s, bytes ÷ peak B/s)) and the time lost above it."""
         ai = c.flops / c.nbytes if c.nbytes else None
         cls = None if ai is None or ridge is None else ("memory-bound" if ai < ridge else "compute-bound")
+        peak_f = spec.peak_tflops.get(RIDGE_DTYPE) if spec else None
+        peak_b = spec.hbm_gbps if spec else None
+        roof = (max(c.flops / (peak_f * 1e12), c.nbytes / (peak_b * 1e9)) * 1e9 if peak_f and peak_b else None)
         return {
+            "roof_time_ns": roof, "time_lost_ns": c.time_ns - roof if roof is not None else None,
             "name": c.name, "kind": c.kind, "phase": c.phase, "count": c.count, "shape": c.shape, "rows": c.rows,
             "flops": c.flops, "bytes": c.nbytes, "time_ns": c.time_ns, "arithmetic_intensity": ai,
             "roofline_class": cls,
@@ -767,6 +958,23 @@ def run_op_costs(con: duckdb.DuckDBPyConnection, run_id: str) -> list[Costed]:
         "SELECT count(*) FROM kernels WHERE run_id = ? AND category = 'kernel'", [run_id]).fetchall()[0][0] > 0
     return (MemoryBoundDecode._xla_costs(con, run_id, w_sql, w_params)
             + MemoryBoundDecode._torch_costs(con, run_id, w_sql, w_params, has_kernels))
+
+
+def _format_hint(mc: ModelCosting) -> str:
+    """A sentence when the kernel names state a number format the attached model does not."""
+    spec = models.from_json(json.dumps(mc.spec)) if mc.spec else None
+    if spec is None:
+        return ""
+    out = []
+    kv = mc.formats.get("kv_cache")
+    if kv and kv != spec.kv_cache_dtype:
+        out.append(f"the attention kernels read an {kv} KV cache but the model is costed with {spec.kv_cache_dtype} "
+                   f"(attach it with --kv-cache {kv})")
+    w = mc.formats.get("weights")
+    if w and w not in (spec.weights_dtype, spec.expert_weights_dtype):
+        out.append(f"the GEMM kernels are {w} but the weights are costed as {spec.weights_dtype} (attach with "
+                   f"--weights {w})")
+    return (" Note: " + "; ".join(out) + ": the bytes above are then too high.") if out else ""
 
 
 def _in_window(t: str, col: str) -> str:

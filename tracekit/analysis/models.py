@@ -77,6 +77,7 @@ class ModelSpec:
     max_position_embeddings: int = 0
     weights_dtype: str = "bf16"
     expert_weights_dtype: str = ""
+    kv_cache_dtype: str = "bf16"
     card_params: str = ""
     notes: str = ""
     sources: Mapping[str, str] = field(default_factory=dict)
@@ -154,9 +155,83 @@ class ModelSpec:
 
     def kv_values_per_token(self) -> int:
         """KV-cache values one token adds over all layers (MLA: the compressed latent)."""
-        per_layer = (self.kv_lora_rank + self.qk_rope_head_dim if self.kv_lora_rank
-                     else 2 * self.num_key_value_heads * self.head_dim)
-        return per_layer * self.num_hidden_layers
+        return self._kv_values_per_layer() * self.num_hidden_layers
+
+    def _kv_values_per_layer(self) -> int:
+        return (self.kv_lora_rank + self.qk_rope_head_dim if self.kv_lora_rank
+                else 2 * self.num_key_value_heads * self.head_dim)
+
+    @property
+    def window_layers(self) -> int:
+        """Layers that attend over the sliding window only (every ``sliding_window_pattern``-th
+        layer is global)."""
+        if not self.sliding_window:
+            return 0
+        if not self.sliding_window_pattern:
+            return self.num_hidden_layers
+        return self.num_hidden_layers - self.num_hidden_layers // self.sliding_window_pattern
+
+    def step_constants(self, tp: int = 1) -> dict[str, float]:
+        """Per-rank constants of the step cost model (``step_costs`` view, docs/findings.md), under
+        tensor parallelism ``tp`` (weights, heads and FLOPs split ``tp`` ways; KV heads too, at
+        least one per rank). Bytes, FLOPs, tokens:
+
+        - ``weight_bytes_fixed``: weights every step reads whatever its tokens: attention, dense
+          MLP, shared experts, router, norms and the LM head (the input embedding is a lookup of
+          one row per token and is left out); B.
+        - ``expert_bytes``: one routed expert in every MoE layer; a step reads it once for each
+          expert its tokens touch (``num_experts``, ``experts_per_token``); B.
+        - ``kv_bytes_per_token_global`` / ``kv_bytes_per_token_window``: KV cache of one token
+          over the global-attention / sliding-window layers (``kv_cache_dtype``); B.
+        - ``sliding_window``: tokens (0 = none).
+        - ``flops_per_token``: 2 × active parameters less the LM head (embedding excluded); FLOP.
+        - ``lm_head_flops_per_seq``: 2 × vocab × hidden, paid once per sequence that samples; FLOP.
+        - ``attn_flops_per_pair_global`` / ``_window``: QKᵀ and PV FLOPs of one query-key pair
+          summed over the global / window layers (MLA: the absorbed form over the latent); FLOP.
+        - ``embedding_bytes``: the input embedding table (resident, not read whole by a step; 0 when
+          tied to the LM head, which ``weight_bytes_fixed`` counts); B.
+        - ``activation_bytes_per_token``: hidden-state traffic between the kernels of one token
+          (an estimate: residual read+write around attention and MLP, Q/K/V/O and the MLP's
+          gate/up/down activations, once each, in the weights' bf16); B.
+        """
+        tp = max(1, int(tp))
+        p = self.params()
+        b = self.weight_bytes()
+        h = self.hidden_size
+        kv_width = FORMAT_BYTES[self.kv_cache_dtype]
+        kv_heads_share = max(1.0, self.num_key_value_heads / tp) / max(1, self.num_key_value_heads)
+        kv_layer = self._kv_values_per_layer() * kv_width * (1.0 if self.kv_lora_rank else kv_heads_share)
+        lm_head_params = self.vocab_size * h  # tied: the embedding matrix is the head
+        lm_head_bytes = lm_head_params * FORMAT_BYTES[self.weights_dtype]
+        fixed = b["total"] - b["experts"] - b["embedding"] - b["lm_head"] + lm_head_bytes
+        per_expert = (b["experts"] / self.num_experts) if self.is_moe else 0.0
+        active = self.active_params_per_token() - p["lm_head"]
+        if self.kv_lora_rank:  # absorbed MLA: scores over latent+rope, values over the latent
+            pair = 2 * self.num_attention_heads * (2 * self.kv_lora_rank + self.qk_rope_head_dim)
+        else:
+            pair = 4 * self.num_attention_heads * self.head_dim
+        glob = self.num_hidden_layers - self.window_layers
+        heads_w = self.num_attention_heads * self.head_dim
+        kv_w = 2 * self.num_key_value_heads * self.head_dim
+        mlp_w = 3 * (self.moe_intermediate_size * (self.num_experts_per_tok + self.n_shared_experts)
+                     if self.is_moe else self.intermediate_size)
+        act = (4 * h + 2 * heads_w + kv_w + mlp_w) * 2.0 * self.num_hidden_layers
+        return {
+            "weight_bytes_fixed": fixed / tp,
+            "expert_bytes": per_expert / tp,
+            "num_experts": float(self.num_experts),
+            "experts_per_token": float(self.num_experts_per_tok),
+            "kv_bytes_per_token_global": kv_layer * glob,
+            "kv_bytes_per_token_window": kv_layer * self.window_layers,
+            "sliding_window": float(self.sliding_window),
+            "flops_per_token": 2.0 * active / tp,
+            "lm_head_flops_per_seq": 2.0 * lm_head_params / tp,
+            "attn_flops_per_pair_global": float(pair * glob) / tp,
+            "attn_flops_per_pair_window": float(pair * self.window_layers) / tp,
+            "activation_bytes_per_token": act / tp,
+            "embedding_bytes": b["embedding"] / tp if not self.tie_word_embeddings else 0.0,
+            "tp": float(tp),
+        }
 
 
 # -- loading -------------------------------------------------------------------------------------
@@ -244,9 +319,11 @@ def from_hf_config(cfg: Mapping[str, Any], key: str = "config.json") -> ModelSpe
     return ModelSpec(**values)
 
 
-def load(arg: str, *, weights: str | None = None, expert_weights: str | None = None) -> ModelSpec:
+def load(arg: str, *, weights: str | None = None, expert_weights: str | None = None,
+         kv_cache: str | None = None) -> ModelSpec:
     """The model ``arg`` names: a catalog name (any case) or the path of a ``config.json``.
-    ``weights`` / ``expert_weights`` override the storage formats (bf16, fp8, mxfp4, int8, int4)."""
+    ``weights`` / ``expert_weights`` override the storage formats (bf16, fp8, mxfp4, int8, int4);
+    ``kv_cache`` the KV-cache dtype (bf16, fp8, ...)."""
     spec = catalog().get(arg.strip().lower())
     if spec is None:
         path = Path(arg)
@@ -260,14 +337,30 @@ def load(arg: str, *, weights: str | None = None, expert_weights: str | None = N
         if not isinstance(cfg, dict):
             raise ModelError(f"{arg}: cannot read config.json: not a JSON object")
         spec = from_hf_config(cfg, key=path.parent.name or path.name)
-    for fmt in (weights, expert_weights):
-        if fmt is not None and fmt not in FORMAT_BYTES:
+    for fmt in (weights, expert_weights, kv_cache):
+        if fmt is not None and _DTYPE_ALIASES.get(fmt, fmt) not in FORMAT_BYTES:
             raise ModelError(f"{fmt}: unknown weight format (one of {', '.join(FORMAT_BYTES)})")
+    weights, expert_weights, kv_cache = (None if f is None else _DTYPE_ALIASES.get(f, f)
+                                         for f in (weights, expert_weights, kv_cache))
+    if kv_cache:
+        spec = replace(spec, kv_cache_dtype=kv_cache)
     if weights:
         spec = replace(spec, weights_dtype=weights)
     if expert_weights:
         spec = replace(spec, expert_weights_dtype=expert_weights)
     return spec
+
+
+def to_json(spec: ModelSpec) -> str:
+    """The spec as a JSON object (every field; stored with the run, read back by :func:`from_json`)."""
+    return json.dumps({f.name: (dict(getattr(spec, f.name)) if f.name == "sources" else getattr(spec, f.name))
+                       for f in fields(ModelSpec)}, sort_keys=True)
+
+
+def from_json(text: str) -> ModelSpec:
+    """The spec :func:`to_json` wrote (unknown keys from a newer tracekit are ignored)."""
+    raw = json.loads(text)
+    return ModelSpec(**{k: v for k, v in raw.items() if k in _SPEC_FIELDS})
 
 
 def sources() -> dict[str, str]:
@@ -291,8 +384,9 @@ def markdown() -> str:
         "bytes use each tensor class's storage format (bf16 2 B, fp8 1 B + a float32 scale per",
         "128×128 block, mxfp4 4.25 bits). *Active* = parameters one token touches, less the",
         "embedding table (one row is read): gpt-oss's card convention; the Qwen3 and Mixtral cards",
-        "count the embedding in (add it to compare). Not yet used by the analyzers: the step costing",
-        "of issue 15 builds on it.",
+        "count the embedding in (add it to compare). Attach one to a run with `--model NAME` (or a",
+        "config.json) on `tracekit ingest`, `analyze` or `capture`: the step costing (decode MBU,",
+        "prefill MFU, batching projection) is in [findings.md](findings.md#model-aware-step-costing).",
         "",
         "| model | layers | hidden | heads / KV × dim | FFN | experts (top-k, size) | params | active | weight GB | KV values / token | card |",
         "|---|---:|---:|---|---|---|---:|---:|---:|---:|---|",

@@ -13,10 +13,17 @@ Math (all percentiles are DuckDB ``quantile_cont``, linear interpolation):
 * window = first request start → last request end (all requests); ``output_tokens_per_s`` =
   Σ output tokens of requests without error ÷ window; ``requests_per_s`` = requests without error
   ÷ window; ``request_error_rate`` = requests with an error ÷ requests (0..1).
-* ``usd_per_1m_output_tokens`` = Σ device prices (USD/h) ÷ (``output_tokens_per_s`` × 3600) × 10⁶.
-  The devices are those with kernels in the run (all of the run's ``devices`` rows when it has no
-  kernels), each identified in the catalog; every one of them must have a price, otherwise there
-  is no cost metric and an ``info`` finding says why.
+* ``output_tokens_per_s_per_user`` = 1000 ÷ TPOT p50 (ms): the speed band a cost is measured at.
+* ``usd_per_1m_output_tokens`` = instance USD/h ÷ (``output_tokens_per_s`` × 3600) × 10⁶. The
+  devices are those with kernels in the run (all of the run's ``devices`` rows when it has no
+  kernels), each identified in the catalog; every one of them must have a price on the run's price
+  sheet (tag ``price_sheet``: ``rented`` (default) = ``price_per_hour_usd``; ``owned`` = capex ÷
+  (years × 8766 h) + power kW × USD/kWh), otherwise there is no cost metric and an ``info``
+  finding says why. The instance is the whole server: when the trace's world size
+  (``ranks.world_size``: TP × DP × PP ranks, all of which produced the measured tokens) or else the
+  attached model's tensor parallelism (``run_models``) exceeds the devices in the trace (a rank-0
+  capture of a TP-8 server), the mean captured device price is charged for every device of the
+  instance.
 
 Findings: request errors above :data:`ERROR_RATE_WARNING` (``warning``; ``critical`` from
 :data:`ERROR_RATE_CRITICAL`), with the most frequent error texts; a TTFT tail (p99 ≥
@@ -42,6 +49,9 @@ TTFT_TAIL_RATIO = 3.0  # p99 / p50
 TTFT_TAIL_MIN_MS = 20.0  # p99 − p50, ms
 TTFT_TAIL_MIN_REQUESTS = 20
 PROMPT_CORRELATION = 0.7
+#: Price sheets (run tag ``price_sheet``): rented = ``price_per_hour_usd``; owned = capex amortised
+#: plus power (:meth:`tracekit.analysis.hardware.DeviceSpec.owned_per_hour_usd`).
+PRICE_SHEETS = ("rented", "owned")
 
 _STATS_SQL = """
 WITH r AS (SELECT * FROM requests WHERE run_id = $run),
@@ -65,7 +75,8 @@ LATENCIES = ("ttft", "tpot", "itl", "e2e")
 #: The metrics this analyzer writes, in display order (``compare`` lists them in this order).
 METRICS = (
     "ttft_p50_ms", "ttft_p95_ms", "ttft_p99_ms", "tpot_p50_ms", "tpot_p95_ms", "tpot_p99_ms", "itl_p95_ms",
-    "e2e_p95_ms", "output_tokens_per_s", "requests_per_s", "request_error_rate", "usd_per_1m_output_tokens",
+    "e2e_p95_ms", "output_tokens_per_s", "output_tokens_per_s_per_user", "requests_per_s", "request_error_rate",
+    "usd_per_1m_output_tokens",
 )
 
 
@@ -147,9 +158,24 @@ class Serving(Analyzer, name="serving"):
                 and p99 >= TTFT_TAIL_RATIO * p50 and p99 - p50 >= TTFT_TAIL_MIN_MS):
             res.findings.append(self._ttft_tail(p50, p99, st.ttft_prompt_corr, n_ok))
         tokens_per_s, sources = st.output_tokens_per_s, st.token_count_sources
+        tpot50 = lat["tpot"][0]
+        per_user = 1000.0 / tpot50 if tpot50 else None
+        res.metrics.append(Metric("output_tokens_per_s_per_user", per_user, "tokens/s", "higher"))
         cost, why, evidence = self._cost(con, run_id, tokens_per_s)
         if cost is not None:
             res.metrics.append(Metric("usd_per_1m_output_tokens", cost, "USD/1M tokens", "lower"))
+            res.findings.append(Finding(
+                "info",
+                f"${cost:.2f} per 1M output tokens at {tokens_per_s:,.0f} tokens/s"
+                + (f" ({per_user:.0f} tokens/s per user)" if per_user else "")
+                + f", {evidence['sheet']} prices for {evidence['instance_devices']} device(s)",
+                f"{evidence['how']} Σ {evidence['usd_per_hour']:.2f} USD/h ÷ ({tokens_per_s:,.1f} output tokens/s × "
+                f"3600) × 10⁶ = ${cost:.2f} per 1M output tokens, measured at a median "
+                + (f"{per_user:.1f} output tokens/s per user (1000 ÷ TPOT p50 {tpot50:.2f} ms): the speed band "
+                   "this price holds for; more concurrency buys tokens/s at the cost of each user's speed."
+                   if per_user and tpot50 else "TPOT unknown (the speed band is not stated)."),
+                {**evidence, "output_tokens_per_s": tokens_per_s, "output_tokens_per_s_per_user": per_user},
+            ))
         else:
             res.findings.append(Finding(
                 "info", "No cost per token: no device price",
@@ -215,17 +241,40 @@ class Serving(Analyzer, name="serving"):
         rows = [dict(zip(cols, r)) for r in cur.fetchall()]
         if not rows:
             return None, "The run lists no accelerator device (a CPU capture has none).", {"devices": 0}
+        tags = con.execute("SELECT tags FROM runs WHERE run_id = ?", [run_id]).fetchall()
+        sheet = str((tags[0][0] or {}).get("price_sheet", "rented")) if tags else "rented"
+        if sheet not in PRICE_SHEETS:
+            return None, f"Unknown price sheet {sheet!r} (tag price_sheet: rented or owned).", {"devices": len(rows)}
         priced: list[dict[str, Any]] = []
         for row in rows:
             spec = identify(row)
             label = f"rank {row['rank']} device {row['device']} ({row.get('name') or row.get('device_type')})"
             if spec is None:
                 return None, f"The device {label} is not identified in the hardware catalog.", {"devices": len(rows)}
-            if spec.price_per_hour_usd is None:
-                return None, (f"The device {label}, identified as {spec.key}, has no price."), {
-                    "devices": len(rows), "device": spec.key}
-            priced.append({"device": spec.key, "price_per_hour_usd": spec.price_per_hour_usd})
+            price = spec.price_per_hour_usd if sheet == "rented" else spec.owned_per_hour_usd()
+            if price is None:
+                need = ("price_per_hour_usd" if sheet == "rented"
+                        else "owned_capex_usd, owned_years, owned_power_w and owned_usd_per_kwh")
+                return None, (f"The device {label}, identified as {spec.key}, has no {sheet} price ({need})."), {
+                    "devices": len(rows), "device": spec.key, "sheet": sheet}
+            priced.append({"device": spec.key, "price_per_hour_usd": price})
         if not tokens_per_s:
             return None, "No output tokens were measured.", {"devices": len(rows)}
-        usd_per_hour = sum(p["price_per_hour_usd"] for p in priced)
-        return usd_per_hour / (tokens_per_s * 3600) * 1e6, "", {"devices": priced}
+        # the whole serving instance: a rank-0 capture of a TP-8 server is one of 8 devices that
+        # produced the measured tokens
+        ranks = con.execute(
+            """SELECT (SELECT tensor_parallel FROM run_models WHERE run_id = $run),
+                      (SELECT max(world_size) FROM ranks WHERE run_id = $run)""", {"run": run_id}).fetchall()[0]
+        instance, how = len(priced), f"The {len(priced)} device(s) of the trace,"
+        tp, world = int(ranks[0] or 0), int(ranks[1] or 0)
+        if world >= tp and world > len(priced):  # TP × DP (× PP) ranks all produced the measured tokens
+            instance, how = world, (f"The whole instance: {world} devices (the trace's world size"
+                                    + (f"; TP {tp} × {world // tp} data-parallel replicas" if 0 < tp < world else "")
+                                    + f"), {len(priced)} of them in the trace,")
+        elif tp > len(priced):
+            instance, how = tp, (f"The whole instance: {tp} devices (the attached model's tensor parallelism), "
+                                 f"{len(priced)} of them in the trace,")
+        usd_per_hour = sum(p["price_per_hour_usd"] for p in priced) * instance / len(priced)
+        how += f" at the {sheet} price sheet:"
+        return usd_per_hour / (tokens_per_s * 3600) * 1e6, "", {
+            "devices": priced, "instance_devices": instance, "sheet": sheet, "usd_per_hour": usd_per_hour, "how": how}

@@ -78,6 +78,60 @@ StoreOpt = Annotated[
 ]
 
 
+ModelOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--model",
+        help="The model the run served, to cost each step by what it must move (decode MBU, prefill "
+        "MFU): a catalog name (gpt-oss-20b, qwen3-8b, llama-3.1-8b, … docs/models.md) or a Hugging "
+        "Face config.json path.",
+        show_default=False,
+    ),
+]
+TpOpt = Annotated[
+    int | None,
+    typer.Option("--tp", help="With --model: tensor-parallel ranks the weights are split over "
+                 "(default: the trace's world size, else 1).", show_default=False),
+]
+WeightsOpt = Annotated[
+    str | None,
+    typer.Option("--weights", help="With --model: weight storage, bf16|fp8|mxfp4|int8|int4 (default: the "
+                 "model's own).", show_default=False),
+]
+KvCacheOpt = Annotated[
+    str | None,
+    typer.Option("--kv-cache", help="With --model: KV-cache dtype, bf16|fp8 (default bf16).", show_default=False),
+]
+
+
+def _check_model(model: str | None, tp: int | None, weights: str | None, kv_cache: str | None) -> None:
+    """Refuse a bad --model/--tp/--weights/--kv-cache before anything is written."""
+    if model is None:
+        if tp is not None or weights is not None or kv_cache is not None:
+            fail("--tp, --weights and --kv-cache describe a --model: give --model too")
+        return
+    from tracekit.analysis import models
+
+    try:
+        models.load(model, weights=weights, kv_cache=kv_cache)
+    except models.ModelError as exc:
+        fail(str(exc) if str(exc).startswith(model) else f"{model}: {exc}")
+    if tp is not None and tp < 1:
+        fail(f"--tp {tp}: expected a positive number of ranks")
+
+
+def _attach_model(run_ids: Sequence[str], store: Path | None, model: str | None, tp: int | None,
+                  weights: str | None, kv_cache: str | None) -> None:
+    if model is None:
+        return
+    from tracekit.api import attach_model
+
+    for rid in run_ids:
+        got = attach_model(rid, model, store, tp=tp, weights=weights, kv_cache=kv_cache)
+        err.print(f"{rid}: model {got['model']} ({got['origin']}), TP {got['tensor_parallel']} "
+                  f"({got['tp_source']})", markup=False)
+
+
 def fail(message: str, code: int = 2) -> None:
     """Print one ``error:`` line on stderr and exit with ``code``."""
     err.print(f"error: {message}", markup=False, highlight=False)
@@ -159,6 +213,10 @@ def ingest(
             "is given); replaces the time read from the trace.",
         ),
     ] = None,
+    model: ModelOpt = None,
+    tp: TpOpt = None,
+    weights: WeightsOpt = None,
+    kv_cache: KvCacheOpt = None,
 ) -> None:
     """Ingest traces into the store (one transaction) and print the run id of each PATH.
 
@@ -166,6 +224,7 @@ def ingest(
     """
     from tracekit.ingest import ingest as do_ingest
 
+    _check_model(model, tp, weights, kv_cache)
     tags = _parse_tags(tag)
     when = _parse_when(captured_at) if captured_at is not None else None
     show_progress = not as_json and err.is_terminal
@@ -224,6 +283,7 @@ def ingest(
                 paths, store_path, label=label, workload=workload, tags=tags, format_name=format_name,
                 python_events=python_events, captured_at=when, before_commit=summarize,
             )
+        _attach_model([r.run_id for r in results], store_path, model, tp, weights, kv_cache)
     except TracekitError as exc:
         fail(str(exc))
         return
@@ -388,9 +448,19 @@ def analyze(
             "attached to the one RUN given, for the sequence-bucket padding analysis.",
         ),
     ] = None,
+    model: ModelOpt = None,
+    tp: TpOpt = None,
+    weights: WeightsOpt = None,
+    kv_cache: KvCacheOpt = None,
 ) -> None:
-    """Run the analyzers on runs, store their findings and metrics, and print the findings."""
+    """Run the analyzers on runs, store their findings and metrics, and print the findings.
+
+    With --model the model is attached to the RUNs first (replacing an earlier one)."""
     from tracekit.api import analyze_runs, store_token_lengths
+
+    _check_model(model, tp, weights, kv_cache)
+    if model is not None and not run_ids:
+        fail("--model: give the RUN ids it applies to")
 
     if fmt not in ("table", "json", "markdown"):
         fail(f"--format {fmt}: expected table, json or markdown")
@@ -401,6 +471,7 @@ def analyze(
     try:
         if lengths is not None and run_ids:
             store_token_lengths(run_ids[0], lengths, store)
+        _attach_model(run_ids or [], store, model, tp, weights, kv_cache)
         results = analyze_runs(run_ids or [], store, only_new=all_runs and not run_ids)
     except TracekitError as exc:
         fail(str(exc))
@@ -621,7 +692,9 @@ def capture(
     rate: Annotated[
         float | None, typer.Option(help="Load: Poisson request rate, requests/s.", show_default=False)
     ] = None,
-    model: Annotated[str | None, typer.Option(help="Load: model name to send (default: the server's first).")] = None,
+    served_model: Annotated[
+        str | None, typer.Option(help="Load: model name to send in requests (default: the server's first).")
+    ] = None,
     endpoint: Annotated[str, typer.Option(help="Load: completions or chat.")] = "completions",
     ready_timeout: Annotated[
         float, typer.Option(help="Seconds to wait for the server to accept connections.")
@@ -634,6 +707,10 @@ def capture(
         bool, typer.Option("--analyze/--no-analyze", help="Run the analyzers on the new run.")
     ] = True,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON for scripts.")] = False,
+    model: ModelOpt = None,
+    tp: TpOpt = None,
+    weights: WeightsOpt = None,
+    kv_cache: KvCacheOpt = None,
 ) -> None:
     """Capture a window of a workload or serving run, ingest it as one run, and print its findings.
 
@@ -651,6 +728,7 @@ def capture(
     from tracekit.collectors.capture import CaptureSpec, CaptureStatus, capture_and_ingest
 
     tags = _parse_tags(tag)
+    _check_model(model, tp, weights, kv_cache)
     if backend is not None and backend not in ("torch", "jax", "rocprof"):
         fail(f"--backend {backend}: expected torch, jax or rocprof")
     if server is not None and server[0] not in ("vllm", "sglang"):
@@ -669,7 +747,7 @@ def capture(
             url=load, duration_s=warmup + (duration or 0) + ready_timeout + 3600.0,
             concurrency=concurrency if concurrency is not None or rate is not None else 4,
             rate_rps=rate, prompts_file=prompts, prompt_tokens=prompt_tokens, max_tokens=max_tokens,
-            model=model, endpoint=endpoint,  # type: ignore[arg-type]
+            model=served_model, endpoint=endpoint,  # type: ignore[arg-type]
         )
     spec = CaptureSpec(
         command=list(command or []), backend=backend,  # type: ignore[arg-type]
@@ -705,8 +783,9 @@ def capture(
         finally:
             if status is not None:
                 status.stop()
+        _attach_model([run.run_id], store_path, model, tp, weights, kv_cache)
         findings = None
-        if analyze_run and run.created:
+        if analyze_run and (run.created or model is not None):
             from tracekit.api import analyze_runs
 
             findings = analyze_runs([run.run_id], store_path)

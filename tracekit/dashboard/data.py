@@ -37,6 +37,8 @@ KEY_METRICS: tuple[MetricDef, ...] = (
     MetricDef("tpot_p95_ms", "TPOT p95"),
     MetricDef("decode_mbu", "decode MBU"),
     MetricDef("decode_mfu", "decode MFU"),
+    MetricDef("prefill_mfu", "prefill MFU"),
+    MetricDef("tokens_per_step", "tokens per step"),
     MetricDef("compile_time", "compile time"),
     MetricDef("bucket_padding_fraction", "bucket padding (share of prefill time)"),
     MetricDef("stall_weighted_time_fraction", "wave-stall fraction"),
@@ -49,13 +51,15 @@ HEADLINE_METRICS: tuple[MetricDef, ...] = (
     MetricDef("output_tokens_per_s", "tokens/s"),
     MetricDef("ttft_p95_ms", "TTFT p95 ms"),
     MetricDef("tpot_p95_ms", "TPOT p95 ms"),
+    MetricDef("decode_mbu", "decode MBU"),
     MetricDef("usd_per_1m_output_tokens", "$/1M tokens"),
 )
 
 #: Request-level metrics of the ``serving`` analyzer, shown on the Run page when present.
 SERVING_METRICS = (
     "ttft_p50_ms", "ttft_p95_ms", "ttft_p99_ms", "tpot_p50_ms", "tpot_p95_ms", "tpot_p99_ms", "itl_p95_ms",
-    "e2e_p95_ms", "output_tokens_per_s", "requests_per_s", "request_error_rate", "usd_per_1m_output_tokens",
+    "e2e_p95_ms", "output_tokens_per_s", "output_tokens_per_s_per_user", "requests_per_s", "request_error_rate",
+    "usd_per_1m_output_tokens",
 )
 
 #: Sortable Runs-table columns (URL ``sort=``) → SQL column of the runs query.

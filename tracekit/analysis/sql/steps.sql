@@ -20,6 +20,11 @@
 -- @column batch_size BIGINT requests in the step when the marker says (SGLang bs=, vLLM c+g)
 -- @column new_tokens BIGINT tokens processed in the step when the marker says (decode: one per request)
 -- @column context_tokens BIGINT Σ context length the decode requests attend over (vLLM sk of the generation part)
+-- @column decode_seqs BIGINT requests decoding one token in the step (vLLM g; SGLang DECODE bs)
+-- @column prefill_seqs BIGINT requests prefilling in the step (vLLM c; SGLang EXTEND/PREFILL bs)
+-- @column prefill_tokens BIGINT new tokens of the prefilling requests (vLLM sq of the context part; SGLang toks)
+-- @column prefill_context_tokens BIGINT Σ keys the prefilling requests attend over, their new tokens included (vLLM sk of the context part)
+-- @column prefill_attention_pairs BIGINT causal query-key pairs of the prefilling requests: Σ (sq·sk − sq²/2 + sq/2) from vLLM's sqsk and sqsq sums
 CREATE OR REPLACE TEMP VIEW step_markers AS
 WITH a AS (
   SELECT run_id, rank, name, start_ns, end_ns, on_device, is_profiler_step,
@@ -62,7 +67,26 @@ SELECT run_id, rank, family,
                                    TRY_CAST(regexp_extract(vl.cargs, '^([0-9]+)_', 1) AS BIGINT) + vl.g::BIGINT)
        END AS new_tokens,
        CASE family WHEN 'vllm' THEN TRY_CAST(regexp_extract(vl.gargs, '^sq[0-9]+sk([0-9]+)', 1) AS BIGINT) END
-         AS context_tokens
+         AS context_tokens,
+       CASE family WHEN 'vllm' THEN vl.g::BIGINT
+                   WHEN 'sglang' THEN CASE WHEN upper(sg.kind) = 'DECODE'
+                                           THEN TRY_CAST(regexp_extract(sg.rest, '\bbs=([0-9]+)', 1) AS BIGINT) END
+       END AS decode_seqs,
+       CASE family WHEN 'vllm' THEN vl.c::BIGINT
+                   WHEN 'sglang' THEN CASE WHEN upper(sg.kind) IN ('EXTEND', 'PREFILL')
+                                           THEN TRY_CAST(regexp_extract(sg.rest, '\bbs=([0-9]+)', 1) AS BIGINT) END
+       END AS prefill_seqs,
+       CASE family WHEN 'vllm' THEN TRY_CAST(regexp_extract(vl.cargs, '^(?:sq)?([0-9]+)', 1) AS BIGINT)
+                   WHEN 'sglang' THEN CASE WHEN upper(sg.kind) IN ('EXTEND', 'PREFILL')
+                                           THEN TRY_CAST(regexp_extract(sg.rest, '\btoks=([0-9]+)', 1) AS BIGINT) END
+       END AS prefill_tokens,
+       CASE family WHEN 'vllm' THEN TRY_CAST(regexp_extract(vl.cargs, '^sq[0-9]+sk([0-9]+)', 1) AS BIGINT) END
+         AS prefill_context_tokens,
+       CASE family WHEN 'vllm' THEN
+         CAST(round(TRY_CAST(regexp_extract(vl.cargs, 'sqsk([0-9]+)', 1) AS DOUBLE)
+                    - TRY_CAST(regexp_extract(vl.cargs, 'sqsq([0-9]+)', 1) AS DOUBLE) / 2
+                    + TRY_CAST(regexp_extract(vl.cargs, '^sq([0-9]+)', 1) AS DOUBLE) / 2) AS BIGINT) END
+         AS prefill_attention_pairs
 FROM f WHERE family IS NOT NULL;
 
 -- Steps: the markers of each rank's best family, numbered by start, with the device work that
@@ -85,6 +109,11 @@ FROM f WHERE family IS NOT NULL;
 -- @column batch_size BIGINT requests in the step when the marker says
 -- @column new_tokens BIGINT tokens processed when the marker says
 -- @column context_tokens BIGINT Σ context the decode requests attend over, when the marker says
+-- @column decode_seqs BIGINT requests decoding one token, when the marker says
+-- @column prefill_seqs BIGINT requests prefilling, when the marker says
+-- @column prefill_tokens BIGINT new tokens of the prefilling requests, when the marker says
+-- @column prefill_context_tokens BIGINT Σ keys the prefilling requests attend over (their new tokens included), when the marker says
+-- @column prefill_attention_pairs BIGINT causal query-key pairs of the prefilling requests, when the marker says
 -- @column host_start_ns BIGINT marker start (ns)
 -- @column host_end_ns BIGINT marker end (ns)
 -- @column device_start_ns BIGINT first start of the step's device rows (ns; NULL when none)
@@ -101,7 +130,8 @@ WITH best AS (
   SELECT *, min(family_rank) OVER (PARTITION BY run_id, rank) AS best_rank FROM step_markers),
 st AS (
   SELECT run_id, rank, row_number() OVER (PARTITION BY run_id, rank ORDER BY start_ns, end_ns) AS step,
-         family, name, phase, batch_size, new_tokens, context_tokens, start_ns AS host_start_ns,
+         family, name, phase, batch_size, new_tokens, context_tokens, decode_seqs, prefill_seqs, prefill_tokens,
+         prefill_context_tokens, prefill_attention_pairs, start_ns AS host_start_ns,
          end_ns AS host_end_ns
   FROM best WHERE family_rank = best_rank),
 calls AS (
@@ -161,7 +191,8 @@ SELECT s.run_id, s.rank, s.step, s.family, s.name,
             THEN CASE WHEN sa.dec AND NOT sa.pre THEN 'decode' WHEN sa.pre AND NOT sa.dec THEN 'prefill'
                       WHEN sa.dec AND sa.pre THEN 'mixed' END
             ELSE s.phase END AS phase,
-       s.batch_size, s.new_tokens, s.context_tokens,
+       s.batch_size, s.new_tokens, s.context_tokens, s.decode_seqs, s.prefill_seqs, s.prefill_tokens,
+       s.prefill_context_tokens, s.prefill_attention_pairs,
        s.host_start_ns, s.host_end_ns, a.device_start_ns, a.device_end_ns,
        a.device_end_ns - a.device_start_ns AS device_span_ns, coalesce(bl.blocked_ns, 0) AS blocked_ns,
        a.device_end_ns - a.device_start_ns - coalesce(bl.blocked_ns, 0) AS step_time_ns, coalesce(a.n_kernels, 0) AS n_kernels,
