@@ -455,3 +455,46 @@ def test_hardware_counters_beat_the_model_and_say_so(tmp_path: Path) -> None:
     [f2] = _findings(store2, run2.run_id, "memory_bound_decode")
     assert f2["evidence"]["model"]["bytes_source"] == {"decode": "model"}
     assert "Hardware counters (FETCH_SIZE (reads only)) cover only" in f2["detail"]
+
+
+def test_tokens_per_step_from_the_requests_when_markers_state_none(tmp_path: Path) -> None:
+    """SYNTHETIC (Kineto's documented format): 4 `decode_step` markers (no token counts) of 1 ms,
+    each launching a 0.8 ms GEMM on an H100, with the trace's Unix base time; 3 requests of the
+    load driver, one of them finished before the steps, two streaming one token per step: 2 tokens
+    per step, each attending over its prompt (100 and 200 tokens) + the tokens before it."""
+    base = 1_764_000_000_000_000_000  # Unix ns (2025-11-24)
+    ev: list[dict[str, Any]] = []
+    for i in range(4):
+        t = 1_000.0 + 1_000 * i  # µs
+        ev += [{"ph": "X", "cat": "user_annotation", "name": "decode_step", "pid": 1, "tid": 1, "ts": t, "dur": 900,
+                "args": {}},
+               {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": t + 10,
+                "dur": 5, "args": {"correlation": 10 + i, "cbid": 211}},
+               {"ph": "X", "cat": "kernel", "name": "sm90_xmma_gemm_bf16bf16_bf16f32", "pid": 0, "tid": 7,
+                "ts": t + 20, "dur": 800, "args": {"device": 0, "stream": 7, "correlation": 10 + i}}]
+    path = tmp_path / "synthetic_decode_steps.json"
+    path.write_text(json.dumps({"schemaVersion": 1, "deviceProperties": H100, "baseTimeNanoseconds": base,
+                                "traceEvents": ev}))
+    store = tmp_path / "s.duckdb"
+    [run] = tracekit.ingest([path], store=store)
+    ms = 1_000_000
+
+    def req(i: int, start_ms: float, prompt: int, n: int) -> RequestRecord:
+        # first token at start + 0.5 ms, then one per ms: inside steps 1..n when started at 0.5 ms
+        return RequestRecord(i, base + int(start_ms * ms), ms // 2, [ms] * (n - 1), ms // 2 + (n - 1) * ms, prompt, n,
+                             200, None, "usage")
+
+    recs = [req(0, 0.5, 100, 4), req(1, 0.5, 200, 4), req(2, -10.0, 50, 2)]  # the last ends before the steps
+    store_requests(run.run_id, LoadResult(LoadSpec("http://127.0.0.1:1", 1.0, concurrency=2), 0, 0, recs), store)
+    [(n_steps, tokens, per_step, ctx)] = library_query(
+        store, "SELECT decode_steps, tokens, tokens_per_step, mean_context FROM request_decode_tokens", [])
+    # tokens at 1, 2, 3, 4 ms (Unix, after base) for requests 0 and 1; steps span 1.0–4.9 ms
+    assert (n_steps, tokens, per_step) == (4, 8, 2.0)
+    assert ctx == pytest.approx((100 + 101 + 102 + 103 + 200 + 201 + 202 + 203) / 8)
+    attach_model(run.run_id, "llama-3.1-8b", store)
+    rows = library_query(store, "SELECT tokens, tokens_source, context_tokens FROM step_costs", [])
+    assert rows == [(2, "requests", round(2 * ctx))] * 4
+    m = _metrics(store, run.run_id)
+    assert m["tokens_per_step"] == 2 and m["decode_mbu"] is not None
+    [f] = _findings(store, run.run_id, "memory_bound_decode")
+    assert "the tokens per step are the load driver's requests' tokens streamed during the decode steps" in f["detail"]

@@ -392,8 +392,10 @@ class MemoryBoundDecode(Analyzer, name="memory_bound_decode"):
         mc = model_costing(con, run_id, spec, phase_time)
         step_tokens = sorted(int(r[7] or r[6]) for r in srows if (r[7] or r[6]) and r[2] == "decode") or sorted(
             int(r[7]) for r in srows if r[7])
-        res.metrics.append(Metric("tokens_per_step", step_tokens[len(step_tokens) // 2] if step_tokens else None,
-                                  "tokens", "higher"))
+        md0 = mc.phases.get("decode") if mc is not None else None
+        tps = (step_tokens[len(step_tokens) // 2] if step_tokens
+               else md0.tokens_median if md0 is not None else None)  # else: from the requests
+        res.metrics.append(Metric("tokens_per_step", tps, "tokens", "higher"))
         if mc is not None:
             self._model_prefill(res, mc, spec)
         per_op = [self._op_record(c, ridge, spec) for c in costed]
@@ -742,6 +744,10 @@ class MemoryBoundDecode(Analyzer, name="memory_bound_decode"):
                 + (f"; over the whole step time ({md.step_time_ns / n / 1e6:.3f} ms, idle included) MBU is "
                    f"{_pct(md.mbu_step_time)}" if md.mbu_step_time is not None and md.step_time_ns != md.busy_ns else "")
                 + ".")
+        if md.tokens_source == "requests":
+            text += (" The decode markers state no token counts: the tokens per step are the load driver's requests' "
+                     "tokens streamed during the decode steps ÷ the steps (the mean batch), the context their "
+                     "prompts plus the tokens before each (request_decode_tokens).")
         if md.bytes_source == "counters" and md.counted:
             text += (f" Measured: the hardware counters ({md.counted['counters']}, over "
                      f"{md.counted['time_fraction']:.0%} of the decode steps' kernel time) count "

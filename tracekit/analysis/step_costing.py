@@ -58,6 +58,7 @@ class PhaseCost:
     mfu: float | None = None
     mbu_step_time: float | None = None
     rows: list[dict[str, Any]] = field(default_factory=list)
+    tokens_source: str = "marker"  # marker | requests (request_decode_tokens)
     bytes_source: str = "model"
     model_bytes: float | None = None  # the model's bytes when counters replaced them
     model_mbu: float | None = None
@@ -99,8 +100,9 @@ def model_costing(con: duckdb.DuckDBPyConnection, run_id: str, spec: DeviceSpec 
     rows = [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
     uncosted = {
         str(p): int(n) for p, n in con.execute(
-            """SELECT phase, count(*) FROM steps WHERE run_id = ? AND phase IN ('decode', 'prefill', 'mixed')
-                 AND NOT coalesce(new_tokens > 0, false) GROUP BY ALL""", [run_id]).fetchall()}
+            """SELECT s.phase, count(*) FROM steps s ANTI JOIN (SELECT * FROM step_costs WHERE run_id = $1) c
+                 USING (run_id, rank, step)
+               WHERE s.run_id = $1 AND s.phase IN ('decode', 'prefill', 'mixed') GROUP BY ALL""", [run_id]).fetchall()}
     peak_f = spec.peak_tflops.get(RIDGE_DTYPE) if spec else None
     peak_b = spec.hbm_gbps if spec else None
     phases: dict[str, PhaseCost] = {}
@@ -118,7 +120,8 @@ def model_costing(con: duckdb.DuckDBPyConnection, run_id: str, spec: DeviceSpec 
             phase=name, steps=len(rs), bytes=nbytes, flops=flops, busy_ns=busy, step_time_ns=st,
             tokens_median=toks[len(toks) // 2], weight_bytes=sum(float(r["weight_bytes"]) for r in rs),
             kv_read_bytes=None if nbytes is None else sum(float(r["kv_read_bytes"]) for r in rs),
-            coverage=min(1.0, busy / denom) if denom else None, rows=rs)
+            coverage=min(1.0, busy / denom) if denom else None, rows=rs,
+            tokens_source="requests" if any(r["tokens_source"] == "requests" for r in rs) else "marker")
         pc.counted = measured_bytes(con, run_id, rs)
         if pc.counted and pc.counted["time_fraction"] >= MIN_COUNTER_COVERAGE:
             pc.model_bytes, pc.bytes = nbytes, pc.counted["bytes"]

@@ -2,6 +2,42 @@
 -- (`tracekit ingest|analyze|capture --model`, the `run_models` view) and the tokens its step
 -- marker states (`steps`). The formulas are written up in docs/findings.md (model-aware costing).
 
+-- Tokens per decode step from the load driver's requests (`tracekit capture --load`), for runs
+-- whose decode markers state no token counts: every token a request streamed (first token at
+-- start + TTFT, then one per inter-token gap) inside the span of the run's decode steps, ÷ the
+-- decode steps in that span. Each decode step emits one token per running sequence, so this is the
+-- mean batch whatever the server (1 for a server that decodes requests one by one on threads).
+-- The mean context per emitted token is its prompt + the tokens before it. Needs the trace's
+-- Unix time (`start_ns + ranks.base_time_ns` after 2001): NULL rows for boot-time clocks (AMD).
+-- @column run_id VARCHAR the run
+-- @column decode_steps BIGINT decode steps (all ranks)
+-- @column tokens BIGINT tokens the requests streamed inside the decode steps' span
+-- @column tokens_per_step DOUBLE tokens ÷ decode steps (the mean batch)
+-- @column mean_context DOUBLE mean context length (prompt + tokens already generated) of those tokens (tokens)
+CREATE OR REPLACE TEMP VIEW request_decode_tokens AS
+WITH s AS (
+  SELECT s.run_id, min(s.host_start_ns + coalesce(r.base_time_ns, 0)) AS t0,
+         max(s.host_end_ns + coalesce(r.base_time_ns, 0)) AS t1, count(*) AS n
+  FROM steps s JOIN (SELECT run_id, rank, max(base_time_ns) AS base_time_ns FROM ranks GROUP BY ALL) r
+    USING (run_id, rank)
+  WHERE s.phase = 'decode' GROUP BY ALL
+  HAVING min(s.host_start_ns + coalesce(r.base_time_ns, 0)) > 1000000000000000000),
+g AS (
+  SELECT run_id, request_id, prompt_tokens, start_ns + ttft_ns AS first_ns, unnest(itl_ns) AS gap,
+         generate_subscripts(itl_ns, 1) AS i
+  FROM requests WHERE error IS NULL AND ttft_ns IS NOT NULL AND run_id IN (SELECT run_id FROM s)),
+tok AS (
+  SELECT run_id, prompt_tokens AS context, start_ns + ttft_ns AS t FROM requests
+  WHERE error IS NULL AND ttft_ns IS NOT NULL AND run_id IN (SELECT run_id FROM s)
+  UNION ALL
+  SELECT run_id, prompt_tokens + i AS context,
+         first_ns + sum(gap) OVER (PARTITION BY run_id, request_id ORDER BY i) AS t
+  FROM g)
+SELECT s.run_id, s.n AS decode_steps, count(*) AS tokens, count(*) / s.n AS tokens_per_step,
+       avg(tok.context) AS mean_context
+FROM s JOIN tok ON tok.run_id = s.run_id AND tok.t BETWEEN s.t0 AND s.t1
+GROUP BY s.run_id, s.n;
+
 -- One row per step of a run with a model and a phase: bytes and FLOPs the step needs, as
 -- modelled, per rank (weights and heads split over tensor_parallel ranks), and the rates they imply
 -- over the device's busy time in the step. Bytes: the fixed weights (attention, dense MLP, shared experts, router,
@@ -20,11 +56,12 @@
 -- @column phase VARCHAR decode | prefill | mixed
 -- @column model VARCHAR the attached model (run_models.model)
 -- @column tensor_parallel INTEGER ranks the weights are split over
--- @column tokens BIGINT new tokens the step processed (steps.new_tokens)
+-- @column tokens BIGINT new tokens the step processed (steps.new_tokens; decode steps whose marker says none: the mean batch from the requests, rounded)
+-- @column tokens_source VARCHAR marker | requests (request_decode_tokens)
 -- @column decode_seqs BIGINT requests decoding one token
 -- @column prefill_tokens BIGINT new tokens of prefilling requests
 -- @column sampled_seqs BIGINT sequences whose logits the step computes (decode + prefill requests; the tokens when the marker gives no requests)
--- @column context_tokens BIGINT Σ context the decoding requests attend over (NULL: not stated)
+-- @column context_tokens BIGINT Σ context the decoding requests attend over (NULL: not stated; from the requests: the batch × their mean context)
 -- @column experts_touched DOUBLE expected distinct routed experts per MoE layer (0 for dense models)
 -- @column weight_bytes DOUBLE weights read once by the step (B, per rank)
 -- @column kv_read_bytes DOUBLE KV cache read by attention (B, per rank; NULL when a decode context is not stated)
@@ -39,8 +76,18 @@
 -- @column bytes_per_s DOUBLE bytes ÷ busy_ns: the bandwidth the step achieved while the device worked (B/s)
 -- @column flops_per_s DOUBLE flops ÷ busy_ns (FLOP/s)
 CREATE OR REPLACE TEMP VIEW step_costs AS
-WITH s AS (
-  SELECT s.run_id, s.rank, s.step, s.phase, m.model, m.tensor_parallel, s.new_tokens AS tokens,
+WITH rq AS (  -- decode steps without token counts: the requests' mean batch and context
+  SELECT run_id, greatest(1, round(tokens_per_step))::BIGINT AS tokens, mean_context FROM request_decode_tokens),
+st AS (
+  SELECT s.* REPLACE (
+           coalesce(s.new_tokens, CASE WHEN s.phase = 'decode' THEN rq.tokens END) AS new_tokens,
+           coalesce(s.context_tokens, CASE WHEN s.phase = 'decode' AND s.new_tokens IS NULL
+                                           THEN round(rq.tokens * rq.mean_context)::BIGINT END) AS context_tokens),
+         CASE WHEN s.new_tokens IS NOT NULL THEN 'marker' WHEN rq.tokens IS NOT NULL THEN 'requests' END
+           AS tokens_source
+  FROM steps s LEFT JOIN rq ON rq.run_id = s.run_id AND s.phase = 'decode'),
+s AS (
+  SELECT s.run_id, s.rank, s.step, s.phase, m.model, m.tensor_parallel, s.new_tokens AS tokens, s.tokens_source,
          CASE s.phase WHEN 'decode' THEN coalesce(s.decode_seqs, s.batch_size, s.new_tokens)
                       WHEN 'prefill' THEN 0 ELSE s.decode_seqs END AS decode_seqs,
          CASE s.phase WHEN 'prefill' THEN coalesce(s.prefill_tokens, s.new_tokens)
@@ -48,7 +95,7 @@ WITH s AS (
          CASE s.phase WHEN 'decode' THEN 0 ELSE s.prefill_seqs END AS prefill_seqs,
          s.batch_size, s.context_tokens, s.prefill_context_tokens, s.prefill_attention_pairs,
          s.step_time_ns, s.kernel_time_ns, m.* EXCLUDE (run_id, model, tensor_parallel, spec)
-  FROM steps s JOIN run_models m USING (run_id)
+  FROM st s JOIN run_models m USING (run_id)
   WHERE s.phase IN ('decode', 'prefill', 'mixed') AND s.new_tokens > 0),
 c AS (
   SELECT *,
@@ -65,7 +112,8 @@ c AS (
          coalesce(prefill_attention_pairs,
                   prefill_tokens * (prefill_tokens / greatest(coalesce(prefill_seqs, 1), 1) + 1) / 2) AS pre_pairs
   FROM s)
-SELECT run_id, rank, step, phase, model, tensor_parallel, tokens, decode_seqs, prefill_tokens, sampled_seqs,
+SELECT run_id, rank, step, phase, model, tensor_parallel, tokens, tokens_source, decode_seqs, prefill_tokens,
+       sampled_seqs,
        context_tokens, experts_touched,
        weight_bytes_fixed + experts_touched * expert_bytes AS weight_bytes,
        dec_ctx * kv_bytes_per_token_global + dec_ctx_window * kv_bytes_per_token_window
