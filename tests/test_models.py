@@ -116,7 +116,8 @@ def test_bad_model_arguments_are_one_line_errors(tmp_path: Path) -> None:
         models.load(str(bad))
     with pytest.raises(models.ModelError, match="unknown weight format"):
         models.load("qwen3-8b", weights="fp3")
-    assert models.load("QWEN3-8B", weights="fp8").weight_bytes()["total"] < 8.3e9
+    # fp8 linear layers (6.95B values) + the bf16 embedding and LM head (2 × 1.24 GB)
+    assert 9.3e9 < models.load("QWEN3-8B", weights="fp8").weight_bytes()["total"] < 9.5e9
 
 
 def test_every_entry_cites_known_sources() -> None:
@@ -132,3 +133,16 @@ def test_every_entry_cites_known_sources() -> None:
 def test_docs_models_md_is_generated_from_the_catalog() -> None:
     got = (ROOT / "docs" / "models.md").read_text(encoding="utf-8")
     assert got == models.markdown(), "docs/models.md is stale: run `python -m tracekit.analysis.models`"
+
+
+def test_quantized_weights_keep_embedding_head_and_norms_in_bf16() -> None:
+    """--weights fp8 quantizes the linear layers only: an fp8 Llama 3.1 8B checkpoint keeps its
+    128256 × 4096 LM head and embedding in bf16 (1.05 GB each), as vLLM's fp8 checkpoints do."""
+    bf, f8 = models.load("llama-3.1-8b"), models.load("llama-3.1-8b", weights="fp8")
+    b, q = bf.weight_bytes(), f8.weight_bytes()
+    assert q["lm_head"] == b["lm_head"] == 128256 * 4096 * 2 and q["embedding"] == b["embedding"]
+    assert q["norms"] == b["norms"]
+    for cls in ("attention", "dense_mlp"):
+        assert q[cls] == pytest.approx(b[cls] / 2 * models.FORMAT_BYTES["fp8"], rel=1e-12)
+    # the step reads the fp8 linear layers and the bf16 head: 6.98 + 1.05 GB
+    assert f8.step_constants()["weight_bytes_fixed"] == pytest.approx(q["total"] - q["embedding"], rel=1e-12)

@@ -147,17 +147,23 @@ def test_batching_projection_lets_kv_reads_grow(corpus_store: tuple[Path, dict[s
     proj = f["evidence"]["model"]["projection"]
     p256 = next(p for p in proj["points"] if p["batch"] == 256)
     # recomputed here: weight GEMMs and attention at the bandwidth each achieves now (their kernels'
-    # device time in this one-step capture) or at peak FLOP/s for their FLOPs, whichever is longer;
-    # the other kernels keep their time
+    # device time in this one-step capture) or at 70 % of peak FLOP/s for their FLOPs (no GEMM of
+    # this graph-replayed step has shapes), whichever is longer; the other kernels and the step's
+    # idle keep their time
     spec = models.load("qwen3-8b")
     c = spec.step_constants()
     ctx = 32785 / 32
     kv_tok = c["kv_bytes_per_token_global"]
-    [(gemm_s, attn_s, other_s)] = library_query(
+    [(gemm_s, attn_s)] = library_query(
         store, """SELECT sum(dur_ns) FILTER (WHERE kernel_class = 'gemm') / 1e9,
-                         sum(dur_ns) FILTER (WHERE kernel_class = 'attention') / 1e9,
-                         sum(dur_ns) FILTER (WHERE kernel_class NOT IN ('gemm', 'attention')) / 1e9
+                         sum(dur_ns) FILTER (WHERE kernel_class = 'attention') / 1e9
                   FROM device_work WHERE run_id = ? AND category = 'kernel'""", [ids["sglang"]])
+    [(busy_s,)] = library_query(store, "SELECT busy_ns / 1e9 FROM step_costs WHERE run_id = ?", [ids["sglang"]])
+    other_s = busy_s - gemm_s - attn_s  # norms, elementwise, copies: the rest of the busy time
+
+    [(idle_s,)] = library_query(store, "SELECT (step_time_ns - busy_ns) / 1e9 FROM step_costs WHERE run_id = ?",
+                                [ids["sglang"]])
+    ceiling = 0.7 * MI300X_BF16
 
     def t(batch: int) -> float:
         w_bytes, w_flops = c["weight_bytes_fixed"], batch * (c["flops_per_token"] + c["lm_head_flops_per_seq"])
@@ -165,13 +171,14 @@ def test_batching_projection_lets_kv_reads_grow(corpus_store: tuple[Path, dict[s
         a_flops = batch * ctx * c["attn_flops_per_pair_global"]
         bw_w = c["weight_bytes_fixed"] / gemm_s
         bw_a = (32 * ctx * kv_tok + 32 * kv_tok) / attn_s
-        return (max(w_bytes / bw_w, w_flops / MI300X_BF16) + max(kv / bw_a, a_flops / MI300X_BF16)
-                + max(other_s, batch * c["activation_bytes_per_token"] / MI300X_HBM))
+        return (max(w_bytes / bw_w, w_flops / ceiling) + max(kv / bw_a, a_flops / ceiling)
+                + max(other_s, batch * c["activation_bytes_per_token"] / MI300X_HBM) + idle_s)
 
     assert p256["step_time_ms"] == pytest.approx(t(256) * 1e3, rel=1e-6)
     assert p256["throughput_gain"] == pytest.approx((256 / t(256)) / (32 / t(32)), rel=1e-6)
-    assert p256["bound"] == "memory"  # the weight GEMMs cross the ridge at ≈ 500 requests
-    assert m["decode_compute_bound_batch"] is not None and 400 <= m["decode_compute_bound_batch"] <= 600
+    assert p256["bound"] == "memory"  # the weight GEMMs cross the 70 % ceiling at ≈ 350 requests
+    assert m["decode_compute_bound_batch"] is not None and 300 <= m["decode_compute_bound_batch"] <= 400
+    assert proj["now"]["step_time_ms"] == pytest.approx(10.4545, abs=0.0005)  # = the measured step (TPOT)
     assert "256: " in f["detail"] and "the weight GEMMs turn compute-bound at ≈" in f["detail"]
 
 
@@ -241,7 +248,7 @@ def test_tp8_capture_is_priced_for_the_whole_instance(corpus_store: tuple[Path, 
     m = _metrics(store, ids["b200"])
     assert m["usd_per_1m_output_tokens"] == pytest.approx(8 * 6.0 / (tps * 3600) * 1e6, rel=1e-9)
     [cost] = [f for f in _findings(store, ids["b200"], "serving") if "per 1M output tokens" in f["title"]]
-    assert "TP 4 × 2 data-parallel replicas" in cost["detail"]
+    assert "TP 4 × 2 data- or pipeline-parallel groups" in cost["detail"]
 
 
 @needs_shared
@@ -387,8 +394,8 @@ def test_step_costs_view_and_python_projection_agree(tmp_path: Path) -> None:
     p2 = f["evidence"]["model"]["projection"]["points"][0]
     b16, _ = decode_cost(c, 16, 1000)
     now, at16 = decode_parts(c, 8, 1000), decode_parts(c, 16, 1000)
-    t16 = (max(at16["weight_bytes"] / (now["weight_bytes"] / 6e-3), at16["weight_flops"] / 989.4e12)
-           + max(at16["kv_bytes"] / (now["kv_bytes"] / 2e-3), at16["attention_flops"] / 989.4e12)
+    t16 = (max(at16["weight_bytes"] / (now["weight_bytes"] / 6e-3), at16["weight_flops"] / (0.7 * 989.4e12))
+           + max(at16["kv_bytes"] / (now["kv_bytes"] / 2e-3), at16["attention_flops"] / (0.7 * 989.4e12))
            + at16["activation_bytes"] / 3350e9)
     assert p2["batch"] == 16 and p2["bytes"] == pytest.approx(b16, rel=1e-12)
     assert p2["step_time_ms"] == pytest.approx(t16 * 1e3, rel=1e-9)

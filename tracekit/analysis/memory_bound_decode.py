@@ -389,7 +389,11 @@ class MemoryBoundDecode(Analyzer, name="memory_bound_decode"):
             for c in costed:
                 phase_time[c.phase] = phase_time.get(c.phase, 0) + c.time_ns
         res = AnalyzerResult()
-        mc = model_costing(con, run_id, spec, phase_time)
+        # the projection's FLOP ceiling: the best rate a compute-bound GEMM of this run reached
+        gemm_rates = [c.flops / (c.time_ns / 1e9) for c in costed
+                      if c.kind in GEMM_OPS and c.time_ns >= 1_000_000 and c.nbytes and ridge
+                      and c.flops / c.nbytes >= ridge]
+        mc = model_costing(con, run_id, spec, phase_time, max(gemm_rates) if gemm_rates else None)
         step_tokens = sorted(int(r[7] or r[6]) for r in srows if (r[7] or r[6]) and r[2] == "decode") or sorted(
             int(r[7]) for r in srows if r[7])
         md0 = mc.phases.get("decode") if mc is not None else None
@@ -441,9 +445,13 @@ class MemoryBoundDecode(Analyzer, name="memory_bound_decode"):
             if res.findings and text:
                 res.findings[-1].detail += " " + text
                 if pc is not None and pc.mfu is not None and not res.findings[-1].title.startswith("decode at "):
+                    idle = pc.step_time_ns > 1.2 * pc.busy_ns
                     res.findings[-1].title = (
-                        f"prefill at {_pct(pc.mfu)} of peak FLOP/s ({mc.model}: {pc.flops / pc.steps / 1e12:.1f} "
-                        f"TFLOP per step in {pc.busy_ns / pc.steps / 1e6:.1f} ms of device time); "
+                        (f"prefill at {_pct(pc.mfu * pc.busy_ns / pc.step_time_ns)} of peak FLOP/s over the "
+                         f"{pc.step_time_ns / pc.steps / 1e6:.1f} ms step, {_pct(pc.mfu)} while the device works "
+                         f"({mc.model}: {pc.flops / pc.steps / 1e12:.1f} TFLOP per step); " if idle else
+                         f"prefill at {_pct(pc.mfu)} of peak FLOP/s ({mc.model}: {pc.flops / pc.steps / 1e12:.1f} "
+                         f"TFLOP per step in {pc.busy_ns / pc.steps / 1e6:.1f} ms of kernel time); ")
                         + res.findings[-1].title)
             elif text:
                 res.findings.append(Finding("info", text.split(":")[0], text, evidence_base))
@@ -587,6 +595,7 @@ class MemoryBoundDecode(Analyzer, name="memory_bound_decode"):
             ai = md.flops / md.bytes
             measured_mb = ridge is not None and ai < ridge
             headroom = headroom_bound = None  # replaced by the projection: KV reads grow with the batch
+            ai_bound = None  # 2·M/w with one width; the model knows each tensor class's
         saving = int(dtime * (1 - mbu)) if mbu is not None and mbu < 1 else None
         saving_frac = saving / window if saving is not None and window else None
         gain8 = proj["points"][-2]["throughput_gain"] if proj else None  # at 8× the batch
@@ -666,7 +675,8 @@ class MemoryBoundDecode(Analyzer, name="memory_bound_decode"):
         if md is not None and mc is not None:
             parts.append(self._model_decode_text(mc, md, proj, spec))
         if saving is not None:
-            parts.append(f"At the HBM roof the decode kernels would take {saving / 1e6:.3f} ms less"
+            parts.append(f"At the HBM roof (100 % of the datasheet bandwidth) the decode kernels would take "
+                         f"{saving / 1e6:.3f} ms less"
                          + (f" ({saving_frac:.1%} of the {window / 1e6:.3f} ms device window)." if window and
                             saving_frac is not None else "."))
         if missing:
@@ -689,7 +699,7 @@ class MemoryBoundDecode(Analyzer, name="memory_bound_decode"):
                    f"{(md.model_bytes or 0) / md.steps / 1e9:.1f} GB" if md.bytes_source == "counters"
                    else f"{mc.model}: {md.bytes / md.steps / 1e9:.1f} GB")
             title = (f"decode at {_pct(model_mbu)} of the HBM roof ({src} "
-                     f"per step in {md.busy_ns / md.steps / 1e6:.2f} ms of device time"
+                     f"per step in {md.busy_ns / md.steps / 1e6:.2f} ms of kernel time"
                      + (f", {_pct(md.coverage)} of decode time" if md.coverage is not None else "") + ")"
                      + (f"; {proj['points'][-2]['batch']} requests would give ≈{gain8:.1f}× the throughput"
                         if proj and gain8 else ""))
@@ -733,12 +743,15 @@ class MemoryBoundDecode(Analyzer, name="memory_bound_decode"):
         n = md.steps
         kv = md.kv_read_bytes
         model_b = md.model_bytes if md.bytes_source == "counters" else md.bytes
+        moe = float(mc.constants.get("num_experts") or 0) > 0
         text = (f"From the model ({mc.model}, {mc.origin}; TP {mc.tensor_parallel}: {mc.tp_source}): a decode step "
                 f"must read {md.weight_bytes / n / 1e9:.2f} GB of weights"
+                + (" (the experts its tokens touch under uniform routing: an upper estimate, skewed routing "
+                   "touches fewer, so the MBU below is an upper estimate too)" if moe else "")
                 + (f" and {kv / n / 1e9:.2f} GB of KV cache" if kv is not None else "")
                 + (f" ({model_b / n / 1e9:.2f} GB with the KV written and activations)" if model_b else "")
                 + f" and compute {md.flops / n / 1e12:.3f} TFLOP, median {md.tokens_median} tokens per step; over "
-                f"{md.busy_ns / n / 1e6:.3f} ms of device time per step that is "
+                f"{md.busy_ns / n / 1e6:.3f} ms of kernel time per step that is "
                 f"{_pct(md.model_mbu if md.bytes_source == 'counters' else md.mbu)} of the HBM roof "
                 f"(MBU) and {_pct(md.mfu)} of peak FLOP/s (MFU)"
                 + (f"; over the whole step time ({md.step_time_ns / n / 1e6:.3f} ms, idle included) MBU is "
@@ -775,9 +788,12 @@ class MemoryBoundDecode(Analyzer, name="memory_bound_decode"):
             mem = proj["max_batch_in_memory"]
             per_group = proj["time_model"].startswith("per group")
             basis = (f"the bandwidth the weight GEMMs ({proj['weights_bytes_per_s'] / 1e9:,.0f} GB/s) and attention "
-                     f"({proj['attention_bytes_per_s'] / 1e9:,.0f} GB/s) achieve now, peak FLOP/s for their FLOPs, "
-                     f"the other kernels' {proj['other_kernels_ns'] / 1e6:.2f} ms kept" if per_group else
-                     f"the bandwidth this step achieves ({proj['achieved_bytes_per_s'] / 1e9:,.0f} GB/s)")
+                     f"({proj['attention_bytes_per_s'] / 1e9:,.0f} GB/s) achieve now, a FLOP ceiling of "
+                     f"{proj['flop_ceiling_source']}, the other kernels' {proj['other_kernels_ns'] / 1e6:.2f} ms and "
+                     f"the step's {proj['idle_ns'] / 1e6:.2f} ms of idle kept" if per_group else
+                     f"the bandwidth this step achieves ({proj['achieved_bytes_per_s'] / 1e9:,.0f} GB/s), a FLOP "
+                     f"ceiling of {proj['flop_ceiling_source']}, the step's {proj['idle_ns'] / 1e6:.2f} ms of idle "
+                     "kept")
             text += (
                 f" Batching projection at the measured {proj['context_per_seq']:.0f} context tokens per request, "
                 f"{basis}: now {proj['now']['batch']} requests, {proj['now']['step_time_ms']:.1f} ms, "
@@ -789,7 +805,7 @@ class MemoryBoundDecode(Analyzer, name="memory_bound_decode"):
                 + (f". KV cache per request {proj['kv_bytes_per_seq'] / 1e9:.3f} GB: with "
                    f"{proj['weights_bytes'] / 1e9:.1f} GB of weights per rank at most {mem} requests fit in "
                    f"{proj['hbm_usable']:.0%} of the {proj['hbm_bytes'] / 1e9:.0f} GB" if mem is not None else "")
-                + ". Peak FLOP/s is the datasheet's: throughput past the compute-bound batch is an upper bound.")
+                + ".")
         return text
 
     @staticmethod
@@ -807,7 +823,7 @@ class MemoryBoundDecode(Analyzer, name="memory_bound_decode"):
         return hint.lstrip() + (" " if hint else "") + (
                 f"Prefill from the model ({mc.model}, TP {mc.tensor_parallel}): {n} step(s) with prefill tokens "
                 f"(median {pc.tokens_median} tokens per step) compute {pc.flops / n / 1e12:.2f} TFLOP per step in "
-                f"{pc.busy_ns / n / 1e6:.3f} ms of device time: {_pct(pc.mfu)} of peak FLOP/s (MFU), over "
+                f"{pc.busy_ns / n / 1e6:.3f} ms of kernel time: {_pct(pc.mfu)} of peak FLOP/s (MFU), over "
                 f"{_pct(pc.coverage)} of prefill device time (2 × active parameters per token, the LM head once "
                 "per sequence, attention over the causal query-key pairs)"
                 + (f"; the steps took {pc.step_time_ns / n / 1e6:.3f} ms, so the device idled "

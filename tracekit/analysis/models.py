@@ -31,6 +31,10 @@ FORMAT_BYTES = {
     "mxfp4": 0.5 + 1.0 / 32,  # 4-bit values + one E8M0 scale per 32 values (OCP MX)
     "int8": 1.0, "int4": 0.5,
 }
+#: storage formats that quantize (scales included in FORMAT_BYTES)
+QUANTIZED = frozenset({"fp8", "mxfp4", "int8", "int4"})
+#: tensor classes a quantized checkpoint stores in its quantized format
+LINEAR_CLASSES = frozenset({"attention", "dense_mlp", "experts", "shared_experts"})
 _DTYPE_ALIASES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32", "float8_e4m3fn": "fp8",
                   "e4m3": "fp8", "fp8_e4m3": "fp8"}
 
@@ -133,16 +137,21 @@ class ModelSpec:
         return out
 
     def weight_bytes(self) -> dict[str, float]:
-        """Bytes of the stored weights by class (``experts`` in ``expert_weights_dtype`` when set,
-        everything else in ``weights_dtype``) and ``total``."""
+        """Bytes of the stored weights by class and ``total``: ``experts`` in ``expert_weights_dtype``
+        when set, the other linear layers (attention, dense MLP, shared experts) in ``weights_dtype``;
+        the embedding, LM head, norms, router and biases in ``weights_dtype`` too unless it is a
+        quantized format, then in bf16."""
         p = self.params()
         base = FORMAT_BYTES[self.weights_dtype]
         exp = FORMAT_BYTES[self.expert_weights_dtype or self.weights_dtype]
+        # quantized checkpoints (fp8, int8, int4, mxfp4) quantize the linear layers; the embedding,
+        # LM head, norms and router stay in bf16 (DeepSeek-V3's FP8 release, vLLM's fp8 checkpoints)
+        high = FORMAT_BYTES["bf16"] if self.weights_dtype in QUANTIZED else base
         h, moe_i = self.hidden_size, self.moe_intermediate_size
         # expert biases are not quantized (gpt-oss keeps *_bias tensors beside *_blocks/*_scales)
         bias = (2 * moe_i + h) * self.num_experts * self.moe_layers if self.expert_bias else 0
-        out = {k: v * base for k, v in p.items() if k != "total"}
-        out["experts"] = (p["experts"] - bias) * exp + bias * base
+        out = {k: v * (base if k in LINEAR_CLASSES else high) for k, v in p.items() if k != "total"}
+        out["experts"] = (p["experts"] - bias) * exp + bias * high
         out["total"] = sum(out.values())
         return out
 
@@ -202,7 +211,7 @@ class ModelSpec:
         kv_heads_share = max(1.0, self.num_key_value_heads / tp) / max(1, self.num_key_value_heads)
         kv_layer = self._kv_values_per_layer() * kv_width * (1.0 if self.kv_lora_rank else kv_heads_share)
         lm_head_params = self.vocab_size * h  # tied: the embedding matrix is the head
-        lm_head_bytes = lm_head_params * FORMAT_BYTES[self.weights_dtype]
+        lm_head_bytes = b["embedding"] if self.tie_word_embeddings else b["lm_head"]
         fixed = b["total"] - b["experts"] - b["embedding"] - b["lm_head"] + lm_head_bytes
         per_expert = (b["experts"] / self.num_experts) if self.is_moe else 0.0
         active = self.active_params_per_token() - p["lm_head"]

@@ -269,7 +269,7 @@ class Serving(Analyzer, name="serving"):
         tp, world = int(ranks[0] or 0), int(ranks[1] or 0)
         if world >= tp and world > len(priced):  # TP × DP (× PP) ranks all produced the measured tokens
             instance, how = world, (f"The whole instance: {world} devices (the trace's world size"
-                                    + (f"; TP {tp} × {world // tp} data-parallel replicas" if 0 < tp < world else "")
+                                    + (f"; TP {tp} × {world // tp} data- or pipeline-parallel groups" if 0 < tp < world else "")
                                     + f"), {len(priced)} of them in the trace,")
         elif tp > len(priced):
             instance, how = tp, (f"The whole instance: {tp} devices (the attached model's tensor parallelism), "

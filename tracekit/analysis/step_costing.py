@@ -35,6 +35,11 @@ import duckdb
 from tracekit.analysis.hardware import DeviceSpec
 
 RIDGE_DTYPE = "bf16"
+#: FLOP ceiling of the batching projection when no GEMM of the run measures one: large bf16 GEMMs
+#: reach about 70 % of the datasheet peak with the vendor libraries (cuBLAS on H100, hipBLASLt on
+#: MI300X at best; this corpus's MI300X prefill GEMMs reached 35-45 %, which the run's own rate
+#: then replaces)
+ACHIEVABLE_FLOP_FRACTION = 0.7
 MIN_COUNTER_COVERAGE = 0.9  # share of a phase's kernel time the counted dispatches must cover
 HBM_USABLE = 0.9  # share of device memory for weights + KV cache (vLLM's gpu_memory_utilization default)
 PROJECTION_FACTORS = (2, 4, 8, 16)  # batch multiples the projection shows
@@ -83,9 +88,10 @@ class ModelCosting:
 
 
 def model_costing(con: duckdb.DuckDBPyConnection, run_id: str, spec: DeviceSpec | None,
-                  phase_time_ns: dict[str, int]) -> ModelCosting | None:
+                  phase_time_ns: dict[str, int], gemm_flops_per_s: float | None = None) -> ModelCosting | None:
     """The run's model costing, or None when no model is attached. ``phase_time_ns``: device time
-    of each phase's kernels (the coverage's denominator)."""
+    of each phase's kernels (the coverage's denominator); ``gemm_flops_per_s``: the best rate a
+    compute-bound GEMM of this run reached (op shapes), the projection's FLOP ceiling when given."""
     m = con.execute(
         "SELECT model, origin, tensor_parallel, tp_source, spec FROM run_models WHERE run_id = ?", [run_id]
     ).fetchall()
@@ -141,7 +147,7 @@ def model_costing(con: duckdb.DuckDBPyConnection, run_id: str, spec: DeviceSpec 
     dec = phases.get("decode")
     if dec is not None and dec.bytes is not None and spec is not None and peak_f and peak_b:
         out.classes = class_breakdown(con, run_id, constants, dec, peak_b * 1e9)
-        out.projection = project_batching(constants, dec, spec, out.classes)
+        out.projection = project_batching(constants, dec, spec, out.classes, gemm_flops_per_s)
     return out
 
 
@@ -294,14 +300,17 @@ def decode_cost(c: dict[str, Any], seqs: float, ctx_per_seq: float) -> tuple[flo
 
 
 def project_batching(c: dict[str, Any], dec: PhaseCost, spec: DeviceSpec,
-                     classes: list[dict[str, Any]] | None = None) -> dict[str, Any] | None:
+                     classes: list[dict[str, Any]] | None = None,
+                     gemm_flops_per_s: float | None = None) -> dict[str, Any] | None:
     """Step time, TPOT and throughput of the decode step at larger batches (module docstring).
 
     With the decode kernel time by group (:func:`class_breakdown`): t(B) = t_weights(B) +
-    t_attention(B) + t_other(B), each GEMM or attention part the larger of its bytes ÷ the bandwidth
-    that part achieves now and its FLOPs ÷ peak FLOP/s; the other kernels (norms, elementwise,
-    routing, copies) keep their time until the activations at the HBM roof take longer. Without
-    it, one max over the whole step at the step's achieved bandwidth."""
+    t_attention(B) + t_other(B) + the step's idle now, each GEMM or attention part the larger of its
+    bytes ÷ the bandwidth that part achieves now and its FLOPs ÷ the FLOP ceiling; the other kernels
+    (norms, elementwise, routing, copies) keep their time until the activations at the HBM roof
+    take longer. Without it, one max over the whole step at the step's achieved bandwidth. The FLOP
+    ceiling is ``gemm_flops_per_s`` (the best this run's GEMMs reached) when given, else
+    :data:`ACHIEVABLE_FLOP_FRACTION` × the datasheet peak."""
     rs = [r for r in dec.rows if r["decode_seqs"] and r["context_tokens"] is not None]
     if not rs:
         return None
@@ -310,14 +319,21 @@ def project_batching(c: dict[str, Any], dec: PhaseCost, spec: DeviceSpec,
     busy = sum(int(r["busy_ns"]) for r in rs) / len(rs)
     nbytes_now = sum(float(r["bytes"]) for r in rs) / len(rs)
     bw = nbytes_now / (busy / 1e9)  # achieved now over the whole step, B/s
-    peak_f = spec.peak_tflops[RIDGE_DTYPE] * 1e12
+    idle = max(0.0, sum(int(r["step_time_ns"] or 0) - int(r["busy_ns"]) for r in rs) / len(rs) / 1e9)
+    datasheet = spec.peak_tflops[RIDGE_DTYPE] * 1e12
+    peak_f = gemm_flops_per_s if gemm_flops_per_s else ACHIEVABLE_FLOP_FRACTION * datasheet
+    ceiling_source = (f"the best rate this run's GEMMs reached ({gemm_flops_per_s / 1e12:,.0f} TFLOP/s)"
+                      if gemm_flops_per_s else f"{ACHIEVABLE_FLOP_FRACTION:.0%} of the datasheet peak "
+                      f"({peak_f / 1e12:,.0f} TFLOP/s; no GEMM of this run has shapes to measure it)")
     peak_b = float(spec.hbm_gbps or 0) * 1e9
-    ridge = peak_f / (peak_b or float("inf"))
+    ridge = datasheet / (peak_b or float("inf"))
     now_parts = decode_parts(c, seqs, ctx)
     by = {d["group"]: d for d in (classes or [])}
     w_t = sum(d["time_ns"] for d in by.values() if d["kernel_class"] in ("gemm", "moe") and d["bytes"]) / 1e9
     a_t = by["attention"]["time_ns"] / 1e9 if "attention" in by and by["attention"]["bytes"] else 0.0
-    o_t = sum(d["time_ns"] for d in by.values() if not d["bytes"]) / 1e9
+    # everything else the device did in the step (norms, elementwise, routing, copies): its busy
+    # time less the two costed parts, so that the projection at today's batch is today's step
+    o_t = max(0.0, busy / 1e9 - w_t - a_t)
     per_group = bool(w_t and a_t)
     bw_w = now_parts["weight_bytes"] / w_t if per_group else bw
     bw_a = now_parts["kv_bytes"] / a_t if per_group else bw
@@ -334,10 +350,10 @@ def project_batching(c: dict[str, Any], dec: PhaseCost, spec: DeviceSpec,
         p = decode_parts(c, b, ctx)
         if per_group:
             tw, ta, to = times(b)
-            t = tw + ta + to
+            t = tw + ta + to + idle
             bound = "compute" if p["weight_flops"] / peak_f >= p["weight_bytes"] / bw_w else "memory"
         else:
-            t = max(nb / bw, fl / peak_f)
+            t = max(nb / bw, fl / peak_f) + idle
             bound = "compute" if fl / peak_f > nb / bw else "memory"
         return {"batch": round(b), "bytes": nb, "flops": fl, "arithmetic_intensity": fl / nb,
                 "step_time_ms": t * 1e3, "tokens_per_s": b / t, "bound": bound,
@@ -373,6 +389,7 @@ def project_batching(c: dict[str, Any], dec: PhaseCost, spec: DeviceSpec,
         "batch_now": seqs, "context_per_seq": ctx, "achieved_bytes_per_s": bw, "ridge_flop_per_byte": ridge,
         "time_model": "per group (weight GEMMs, attention, other kernels)" if per_group else "whole step",
         "weights_bytes_per_s": bw_w, "attention_bytes_per_s": bw_a, "other_kernels_ns": o_t * 1e9,
+        "idle_ns": idle * 1e9, "flop_ceiling": peak_f, "flop_ceiling_source": ceiling_source,
         "now": now, "points": pts, "ai_limit": extra_f / extra_b if extra_b > 0 else None,
         "compute_bound_batch": compute_bound_batch,
         "max_batch_in_memory": max_batch, "hbm_bytes": hbm, "hbm_usable": HBM_USABLE,
