@@ -45,11 +45,13 @@ def test_reingest_same_content_returns_same_run(store: Path, tmp_path: Path) -> 
     again = tracekit.ingest([SAMPLE], store=store, label="b")
     assert first[0].created and not again[0].created
     assert first[0].run_id == again[0].run_id
+    assert again[0].updated == ["label"]  # a new --label on stored content updates the run (issue 16)
     copy = tmp_path / "renamed.json.gz"
     shutil.copy(SAMPLE, copy)  # same bytes under another name: still the same run
-    assert tracekit.ingest([copy], store=store)[0].run_id == first[0].run_id
+    third = tracekit.ingest([copy], store=store)[0]
+    assert third.run_id == first[0].run_id and third.updated == []  # no label given: kept
     con = duckdb.connect(str(store), read_only=True)
-    assert con.execute("SELECT count(*), any_value(label) FROM runs").fetchone() == (1, "a")
+    assert con.execute("SELECT count(*), any_value(label) FROM runs").fetchone() == (1, "b")
     n_ops = con.execute("SELECT count(*) FROM ops").fetchone()[0]
     con.close()
     plain = tmp_path / "plain.json"

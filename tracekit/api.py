@@ -11,7 +11,14 @@ from typing import TYPE_CHECKING, Any
 import duckdb
 
 from tracekit.errors import QueryError
-from tracekit.store import default_store_path, open_store, utc_now
+from tracekit.store import (
+    default_store_path,
+    match_run_id,
+    open_store,
+    resolve_run_id,
+    update_run_meta,
+    utc_now,
+)
 
 if TYPE_CHECKING:
     from tracekit.collectors.load import LoadResult
@@ -58,6 +65,11 @@ def run_query(sql: str, store: str | Path | None = None) -> Rows:
     with open_store(path, read_only=True) as con:
         library.install(con)
         try:
+            # DuckDB runs every statement of a script and returns the last one's rows: refuse a
+            # script instead of silently dropping all but the last result
+            n = len(con.extract_statements(sql))
+            if n != 1:
+                raise QueryError(f"{path}: query: give exactly one SQL statement, got {n}")
             rel = con.execute(sql)
             columns = [d[0] for d in rel.description] if rel.description else []
             rows = rel.fetchall() if rel.description else []
@@ -108,7 +120,6 @@ def analyze_runs(
     """Run every registered analyzer on the runs (all runs without findings when ``only_new``
     and no ids are given), store the results, and return them as plain dicts."""
     from tracekit.analysis import analyze_run
-    from tracekit.errors import TraceInputError
 
     path = Path(store) if store is not None else default_store_path()
     with open_store(path) as con:
@@ -116,9 +127,7 @@ def analyze_runs(
         if not run_ids:
             done = {r[0] for r in con.execute("SELECT DISTINCT run_id FROM metric_rows").fetchall()}
             run_ids = sorted(known - done) if only_new else sorted(known)
-        for rid in run_ids:
-            if rid not in known:
-                raise TraceInputError(path, f"no run {rid!r} in the store (see `tracekit runs`)")
+        run_ids = list(dict.fromkeys(match_run_id(known, rid, path) for rid in run_ids))
         out = []
         # The writer connection runs DuckDB on one thread (cheap ingest, see store.connect); the
         # analyzers' sorts and joins over 1M-row runs use every core (benchmarks/bench_analyze.py),
@@ -171,6 +180,11 @@ def compare_runs(
     from tracekit.errors import TraceInputError
 
     path = Path(store) if store is not None else default_store_path()
+    if con is not None:
+        a, b = (resolve_run_id(con, x, path) for x in (a, b))
+    else:
+        with open_store(path, read_only=True) as c0:
+            a, b = (resolve_run_id(c0, x, path) for x in (a, b))
     cats = ", ".join(f"({i}, {_quote(c)})" for i, c in enumerate(CATEGORIES))
     # one row per (run, name, category, hlo_category): the category regexes run once per distinct
     # kernel, not per row (1M-kernel runs: 40 ms instead of 2 s)
@@ -284,6 +298,7 @@ def export_perfetto(run_id: str, path: str | Path, store: str | Path | None = No
     out_path = Path(path)
     counts: dict[str, Any] = {}
     with open_store(store_path, read_only=True) as con:
+        run_id = resolve_run_id(con, run_id, store_path)
         run = con.execute(
             "SELECT format, vendor, device_name, label, workload, n_ranks FROM runs WHERE run_id = ?",
             [run_id],
@@ -487,6 +502,36 @@ def _version() -> str:
     return __version__
 
 
+def update_runs(
+    run_ids: list[str], store: str | Path | None = None, *, label: str | None = None, workload: str | None = None,
+    tags: dict[str, str] | None = None,
+) -> dict[str, list[str]]:
+    """Set the label and workload and merge tags of runs (ids or unique prefixes), in one
+    transaction; return each full run id with the fields that changed."""
+    path = Path(store) if store is not None else default_store_path()
+    with open_store(path) as con:
+        ids = list(dict.fromkeys(resolve_run_id(con, r, path) for r in run_ids))
+        con.execute("BEGIN")
+        try:
+            out = {rid: update_run_meta(con, rid, label=label, workload=workload, tags=tags) for rid in ids}
+            con.execute("COMMIT")
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
+    return out
+
+
+def delete_runs(run_ids: list[str], store: str | Path | None = None) -> list[str]:
+    """Remove runs (ids or unique prefixes) with all their rows in one transaction; return their ids."""
+    from tracekit.store import delete_runs as _delete
+
+    path = Path(store) if store is not None else default_store_path()
+    with open_store(path) as con:
+        ids = list(dict.fromkeys(resolve_run_id(con, r, path) for r in run_ids))
+        _delete(con, ids)
+    return ids
+
+
 def attach_model(
     run_id: str,
     model: str,
@@ -515,8 +560,7 @@ def attach_model(
         raise TraceInputError(Path(model), f"--tp must be ≥ 1, got {tp}")
     path = Path(store) if store is not None else default_store_path()
     with open_store(path) as con:
-        if not con.execute("SELECT count(*) FROM runs WHERE run_id = ?", [run_id]).fetchall()[0][0]:
-            raise TraceInputError(path, f"no run {run_id!r} in the store (see `tracekit runs`)")
+        run_id = resolve_run_id(con, run_id, path)
         if tp is None:
             ws = con.execute("SELECT max(world_size) FROM ranks WHERE run_id = ?", [run_id]).fetchall()[0][0]
             if ws:
@@ -569,8 +613,7 @@ def store_token_lengths(run_id: str, lengths_file: str | Path, store: str | Path
         raise TraceInputError(src, "no token counts found")
     path = Path(store) if store is not None else default_store_path()
     with open_store(path) as con:
-        if not con.execute("SELECT count(*) FROM runs WHERE run_id = ?", [run_id]).fetchall()[0][0]:
-            raise TraceInputError(path, f"no run {run_id!r} in the store (see `tracekit runs`)")
+        run_id = resolve_run_id(con, run_id, path)
         con.execute("BEGIN")
         con.execute("DELETE FROM token_length_rows WHERE run_id = ?", [run_id])
         con.executemany("INSERT INTO token_length_rows VALUES (?, ?, ?, ?, ?)", rows)

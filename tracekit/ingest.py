@@ -26,7 +26,7 @@ from tracekit.errors import StoreError, TraceInputError
 from tracekit.parsers import REGISTRY, IngestContext, Parser, get_parser
 from tracekit.parsers._io import file_sha256
 from tracekit.parsers.base import DeviceInfo
-from tracekit.store import connect, default_store_path, utc_now
+from tracekit.store import connect, default_store_path, update_run_meta, utc_now
 
 if TYPE_CHECKING:  # pragma: no cover
     from tracekit.collectors.load import RequestRecord
@@ -74,6 +74,8 @@ class IngestResult:
     n_device_events: int = 0
     n_host_events: int = 0
     n_trace_events: int = 0
+    #: stored already: the fields a different --label/--workload/--tag changed
+    updated: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, object]:
         return dict(self.__dict__)
@@ -359,10 +361,12 @@ def ingest(
                 [item.content_sha256],
             ).fetchall()
             row = rows[0] if rows else None
-            if row is not None:
+            if row is not None:  # stored already: a new --label/--workload/--tag updates it
                 res = IngestResult(
                     run_id=row[0], source=str(item.source), format=row[1], created=False,
                     vendor=row[2], device_name=row[3], n_files=row[4],
+                    updated=update_run_meta(con, row[0], label=label, workload=workload,
+                                            tags=dict(tags) if tags else None),
                 )
             else:
                 res = _write_run(

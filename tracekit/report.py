@@ -45,7 +45,7 @@ from typing import Any
 import duckdb
 
 from tracekit.errors import TraceInputError
-from tracekit.store import default_store_path, open_store
+from tracekit.store import default_store_path, open_store, resolve_run_id
 
 SUFFIXES = {".html": "html", ".htm": "html", ".md": "markdown"}
 TOP_N = 20
@@ -125,9 +125,7 @@ def render_report(run_id: str, path: str | Path, store: str | Path | None = None
         raise TraceInputError(out, "report must end in .html, .htm or .md")
     store_path = Path(store) if store is not None else default_store_path()
     with open_store(store_path, read_only=True) as con:
-        known = con.execute("SELECT count(*) FROM runs WHERE run_id = ?", [run_id]).fetchall()[0][0]
-        if not known:
-            raise TraceInputError(store_path, f"no run {run_id!r} in the store (see `tracekit runs`)")
+        run_id = resolve_run_id(con, run_id, store_path)
         stored = con.execute(
             "SELECT (SELECT count(*) FROM findings WHERE run_id = $1) + "
             "(SELECT count(*) FROM metrics WHERE run_id = $1)",

@@ -19,13 +19,13 @@ import datetime as dt
 import os
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import duckdb
 
-from tracekit.errors import StoreError
+from tracekit.errors import StoreError, TraceInputError
 
 #: Version of the schema this code writes. Bump it and add a step to ``MIGRATIONS`` together.
 SCHEMA_VERSION = 3
@@ -757,6 +757,73 @@ def open_store(
         yield con
     finally:
         con.close()
+
+
+#: A run id prefix must have at least this many characters to name a run.
+MIN_RUN_PREFIX = 4
+
+
+def match_run_id(known: Iterable[str], run_id: str, path: str | Path) -> str:
+    """The stored run id that ``run_id`` names among ``known``: itself, or the one id it is a
+    prefix of (at least :data:`MIN_RUN_PREFIX` characters). No match, or a prefix of several ids,
+    is a :class:`TraceInputError` that says which runs match."""
+    ids = sorted(k for k in known if k == run_id or (len(run_id) >= MIN_RUN_PREFIX and k.startswith(run_id)))
+    if run_id in ids:
+        return run_id
+    if len(ids) == 1:
+        return ids[0]
+    if not ids:
+        short = f" (a prefix needs at least {MIN_RUN_PREFIX} characters)" if len(run_id) < MIN_RUN_PREFIX else ""
+        raise TraceInputError(Path(path), f"no run {run_id!r} in the store{short} (see `tracekit runs`)")
+    more = f" and {len(ids) - 5} more" if len(ids) > 5 else ""
+    raise TraceInputError(Path(path), f"run id prefix {run_id!r} is ambiguous: it matches {', '.join(ids[:5])}{more}")
+
+
+def resolve_run_id(con: duckdb.DuckDBPyConnection, run_id: str, path: str | Path) -> str:
+    """:func:`match_run_id` against the runs of the store open on ``con``."""
+    rows = con.execute("SELECT run_id FROM run_meta WHERE starts_with(run_id, ?)", [run_id]).fetchall()
+    return match_run_id([r[0] for r in rows], run_id, path)
+
+
+def update_run_meta(
+    con: duckdb.DuckDBPyConnection, run_id: str, *, label: str | None = None, workload: str | None = None,
+    tags: dict[str, str] | None = None,
+) -> list[str]:
+    """Set a run's label and workload and merge ``tags`` into its tags (a key given replaces its
+    value), inside the caller's transaction; return the fields that changed (``label``,
+    ``workload``, ``tags``)."""
+    row = con.execute("SELECT label, workload, tags FROM run_meta WHERE run_id = ?", [run_id]).fetchone()
+    if row is None:
+        return []
+    old_label, old_workload, old_tags = row
+    merged = {**(dict(old_tags) if old_tags else {}), **(tags or {})}
+    changed = [name for name, new, old in (("label", label, old_label), ("workload", workload, old_workload))
+               if new is not None and new != old]
+    if tags and merged != (dict(old_tags) if old_tags else {}):
+        changed.append("tags")
+    if changed:
+        con.execute(
+            "UPDATE run_meta SET label = ?, workload = ?, tags = MAP(?::VARCHAR[], ?::VARCHAR[]) WHERE run_id = ?",
+            [label if label is not None else old_label, workload if workload is not None else old_workload,
+             list(merged), list(merged.values()), run_id])
+    return changed
+
+
+def delete_runs(con: duckdb.DuckDBPyConnection, run_ids: Iterable[str]) -> int:
+    """Remove runs from every base table in one transaction; return how many were removed."""
+    ids = [r[0] for r in con.execute("SELECT run_id FROM run_meta WHERE run_id IN (SELECT unnest(?::VARCHAR[]))",
+                                     [list(run_ids)]).fetchall()]
+    if not ids:
+        return 0
+    con.execute("BEGIN")
+    try:
+        for table in _RUN_TABLES:
+            con.execute(f"DELETE FROM {table} WHERE run_id IN (SELECT unnest(?::VARCHAR[]))", [ids])
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+    return len(ids)
 
 
 def delete_run(con: duckdb.DuckDBPyConnection, run_id: str) -> int:

@@ -33,7 +33,7 @@ from tracekit.check.gate import (
     representative,
 )
 from tracekit.errors import TraceInputError
-from tracekit.store import default_store_path, open_store
+from tracekit.store import default_store_path, open_store, resolve_run_id
 
 __all__ = ["CheckConfig", "CheckResult", "load_config", "parse_min_change", "run_check"]
 
@@ -219,10 +219,9 @@ def run_check(
                 hist_runs = hist_runs[-cfg.window:]
             all_runs = hist_runs
         else:
+            cands = list(dict.fromkeys(resolve_run_id(con, r, path) for r in cands))
+            bases = list(dict.fromkeys(resolve_run_id(con, r, path) for r in bases))
             known = _known_runs(con, cands + bases)
-            for rid in cands + bases:
-                if rid not in known:
-                    raise TraceInputError(path, f"no run {rid!r} in the store (see `tracekit runs`)")
             overlap = set(cands) & set(bases)
             if overlap:
                 raise TraceInputError(path, f"run {min(overlap)!r} is both a candidate and a baseline")

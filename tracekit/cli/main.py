@@ -293,7 +293,7 @@ def ingest(
     runs = [
         (
             r.run_id,
-            "new" if r.created else "already in store",
+            "new" if r.created else "already in store" + (f" ({', '.join(r.updated)} updated)" if r.updated else ""),
             r.vendor,
             r.device_name or "",
             str(r.n_files),
@@ -355,6 +355,10 @@ def _cell(v: Any) -> Any:
     return v
 
 
+#: Columns a table never wraps or cuts: an id is copied whole (at any terminal width, in logs too).
+WHOLE_COLUMNS = frozenset({"run_id"})
+
+
 def _emit(columns: list[str], rows: list[tuple[Any, ...]], fmt: str, title: str | None = None) -> None:
     if fmt == "json":
         sys.stdout.write(json.dumps([dict(zip(columns, map(_cell, r))) for r in rows], default=str))
@@ -368,8 +372,10 @@ def _emit(columns: list[str], rows: list[tuple[Any, ...]], fmt: str, title: str 
         from rich.table import Table
 
         table = Table(title=title, title_justify="left")
-        for c in columns:
-            table.add_column(c, overflow="fold")
+        for i, c in enumerate(columns):
+            whole = c in WHOLE_COLUMNS
+            width = max([len(c), *(len(str(r[i])) for r in rows if r[i] is not None)]) if whole else None
+            table.add_column(c, overflow="fold", no_wrap=whole, min_width=width)
         for r in rows:
             table.add_row(*("" if v is None else str(_cell(v)) for v in r))
         out.print(table)
@@ -411,6 +417,48 @@ def runs(store: StoreOpt = None, fmt: FormatOpt = "table") -> None:
             for r in rows
         ]
     _emit(columns, rows, fmt)
+
+
+@app.command()
+def update(
+    run_ids: Annotated[list[str], typer.Argument(help="Run ids (or unique prefixes, ≥ 4 characters).",
+                                                 show_default=False, metavar="RUN...")],
+    store: StoreOpt = None,
+    label: Annotated[str | None, typer.Option(help="New label.")] = None,
+    workload: Annotated[str | None, typer.Option(help="New workload name (the weekly review groups by it).")] = None,
+    tag: Annotated[list[str], typer.Option("--tag", help="KEY=VALUE tag to set; repeat for more.")] = [],  # noqa: B006
+) -> None:
+    """Change the label, workload or tags of runs (one transaction)."""
+    from tracekit.api import update_runs
+
+    tags = _parse_tags(tag)
+    if label is None and workload is None and not tags:
+        fail("give --label, --workload or --tag")
+    try:
+        done = update_runs(run_ids, store, label=label, workload=workload, tags=tags or None)
+    except TracekitError as exc:
+        fail(str(exc))
+        return
+    for rid, changed in done.items():
+        out.print(f"{rid}: {', '.join(changed) + ' updated' if changed else 'unchanged'}", markup=False)
+
+
+@app.command()
+def delete(
+    run_ids: Annotated[list[str], typer.Argument(help="Run ids (or unique prefixes, ≥ 4 characters).",
+                                                 show_default=False, metavar="RUN...")],
+    store: StoreOpt = None,
+) -> None:
+    """Delete runs with all their rows: events, findings, metrics, requests, model (one transaction)."""
+    from tracekit.api import delete_runs
+
+    try:
+        ids = delete_runs(run_ids, store)
+    except TracekitError as exc:
+        fail(str(exc))
+        return
+    for rid in ids:
+        out.print(f"{rid}: deleted", markup=False)
 
 
 @app.command()

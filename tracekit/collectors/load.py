@@ -816,14 +816,12 @@ def store_requests(run_id: str, result: LoadResult, store: str | Path | None = N
     run's previous ones, in one transaction; return the number of requests stored.
 
     Raises :class:`tracekit.errors.TraceInputError` when the store has no such run."""
-    from tracekit.errors import TraceInputError
-    from tracekit.store import default_store_path, open_store
+    from tracekit.store import default_store_path, open_store, resolve_run_id
 
     recs = result.records
     path = Path(store) if store is not None else default_store_path()
     with open_store(path) as con:
-        if not con.execute("SELECT count(*) FROM runs WHERE run_id = ?", [run_id]).fetchall()[0][0]:
-            raise TraceInputError(path, f"no run {run_id!r} in the store (see `tracekit runs`)")
+        run_id = resolve_run_id(con, run_id, path)
         con.execute("BEGIN")
         try:
             con.execute("DELETE FROM request_rows WHERE run_id = ?", [run_id])
