@@ -828,15 +828,4 @@ def delete_runs(con: duckdb.DuckDBPyConnection, run_ids: Iterable[str]) -> int:
 
 def delete_run(con: duckdb.DuckDBPyConnection, run_id: str) -> int:
     """Remove one run from every base table; return how many runs were removed (0 or 1)."""
-    row = con.execute("SELECT count(*) FROM run_meta WHERE run_id = ?", [run_id]).fetchone()
-    if not row or not row[0]:
-        return 0
-    con.execute("BEGIN")
-    try:
-        for table in _RUN_TABLES:
-            con.execute(f"DELETE FROM {table} WHERE run_id = ?", [run_id])
-        con.execute("COMMIT")
-    except BaseException:
-        con.execute("ROLLBACK")
-        raise
-    return 1
+    return delete_runs(con, [run_id])
