@@ -26,7 +26,8 @@ CORPUS_RUNS: dict[str, Path] = {
     "rocprofv3-json-vllm-mi300x-decode": R / "rocpd-v3-sample" / "482913_results.json",
     "rpd-matmul": R / "rpd" / "matmul_result.rpd",
     "rpd-vllm-mi300": R / "rpd" / "vllm_mi300_mytrace.rpd.gz",
-    "rocprofv3-docs-samples": R / "rocprofv3-docs-samples",
+    # the docs folder holds unrelated samples (refused as one directory): its kernel trace alone
+    "rocprofv3-docs-kernel-trace": R / "rocprofv3-docs-samples" / "kernel_trace.csv",
     "rocprofv3-docs-pc-sampling-stochastic": R / "rocprofv3-docs-samples" / "pc_sampling_stochastic_debug.csv",
     "rocprofv3-llamacpp-gfx1151-prefill": R / "rocprofv3-llamacpp-gfx1151" / "prefill_kernel_trace.csv",
     "rocprofv3-llamacpp-gfx1151-decode": R / "rocprofv3-llamacpp-gfx1151",  # decode_* (copied, see below)

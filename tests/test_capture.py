@@ -43,7 +43,7 @@ def q(store: Path, sql: str) -> list[tuple]:  # type: ignore[type-arg]
 def capture_json(*args: str, env: dict[str, str] | None = None, timeout: float = 300) -> dict:  # type: ignore[type-arg]
     r = run_cli("capture", "--json", *args, env=env, timeout=timeout)
     assert r.returncode == 0, r.stderr[-3000:]
-    return json.loads(r.stdout)
+    return {**json.loads(r.stdout), "_stderr": r.stderr}
 
 
 def one_line_error(r: subprocess.CompletedProcess[str]) -> str:
@@ -61,9 +61,14 @@ def test_torch_serving_capture_with_load(tmp_path: Path) -> None:
         "--backend", "torch", "--duration", "1.5", "--warmup", "0.5", "--out", str(out), "--store", str(store),
         "--load", f"http://127.0.0.1:{port}", "--max-tokens", "8", "--prompt-tokens", "uniform:4:24",
         "--concurrency", "2", "--model", str(EXAMPLE.parent / "tiny-decoder" / "config.json"),
-        "--", PY, str(EXAMPLE), "--port", str(port),
+        # a bare `python` with no python on PATH: the interpreter running tracekit is used
+        "--", "python", str(EXAMPLE), "--port", str(port), env={"PATH": str(tmp_path / "no-bin")},
     )
     run_id = res["run"]["run_id"]
+    # where the wall time went, per phase (seconds)
+    assert {"starting", "capturing", "draining", "ingesting", "analyzing"} <= set(res["timings_s"])
+    assert all(v >= 0 for v in res["timings_s"].values())
+    assert "USDT:" not in res["_stderr"]  # libkineto's probe lines stay out of the output
     # --model: the served model's config.json is attached to the run (examples/tiny-decoder)
     assert q(store, "SELECT run_id, model, origin, tensor_parallel FROM run_models") == [
         (run_id, "tiny-decoder", "config.json", 1)]

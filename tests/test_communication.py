@@ -25,8 +25,8 @@ from tracekit.analysis import analyze_run
 from tracekit.analysis.communication import (
     EXPOSED_CRITICAL_FRACTION,
     EXPOSED_WARNING_FRACTION,
-    short_kernel_name,
 )
+from tracekit.names import short_kernel_name
 
 B200_EAGER = KINETO / "tracelens-b200-vllm-eager-inference-rank0of8" / "eager_trace.json.gz"
 MI300X_RESNET = KINETO / "tracelens-mi300x-resnet-train-rank0of8" / "resnet_act_checkpoint.json.gz"
@@ -209,7 +209,7 @@ def test_rank_skew_names_the_rank_the_others_wait_for(tmp_path: Path) -> None:
     _, metrics, findings = _analyze([d], tmp_path / "s.duckdb")
     assert metrics["communication_rank_skew"] == pytest.approx((100 - 20) / 100)
     [f] = findings
-    assert "rank 1 spends 20 µs in collectives against 100 µs on rank 0" in f["detail"]
+    assert "rank 1 spends 20.0 µs in collectives against 100 µs on rank 0" in f["detail"]
     assert "wait for rank 1" in f["detail"]
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -32,6 +33,9 @@ from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support.ui import WebDriverWait
+
+from tracekit import formatting as fmt
+from tracekit.names import short_kernel_name
 
 ARTIFACTS = ROOT / "test-artifacts" / "dashboard"
 JAX = SAMPLES / "jax_cpu_decode_recompile.xplane.pb.gz"
@@ -166,6 +170,29 @@ def test_runs_page_lists_runs_with_findings_and_search_goes_into_the_url(
     row = next(tr for tr in browser.find_elements(By.CSS_SELECTOR, "#runs-table tr") if jax in tr.text)
     cell = row.find_element(By.CSS_SELECTOR, "td[data-dash-column='critical']")
     assert cell.text == str(critical[0][0]) == "3"  # 2 recompiles + the idle waiting on compilation
+    # what a reviewer scans first fits a 1400×1000 window: workload, device, date, findings, KPIs
+    browser.set_window_size(1400, 1000)
+    try:
+        time.sleep(0.5)
+        for col in ("workload", "device", "captured_at", "critical", "warning", "device_busy_fraction",
+                    "decode_step_time_ms"):
+            right = browser.execute_script(
+                "const c = document.querySelector(`#runs-table th[data-dash-column='${arguments[0]}']`);"
+                "return c ? c.getBoundingClientRect().right : null;", col)
+            assert right is not None and right <= 1400, (col, right)
+        _shot(browser, "runs-1400")
+    finally:
+        browser.set_window_size(1400, 2400)
+    # the device column names the catalog device the analyzers used; KPIs are formatted
+    amd = _run_id(sample_store, ROCPD)
+    row = next(tr for tr in browser.find_elements(By.CSS_SELECTOR, "#runs-table tr") if amd in tr.text)
+    assert row.find_element(By.CSS_SELECTOR, "td[data-dash-column='device']").text == "AMD Instinct MI300X"
+    busy = _sql(sample_store, "SELECT value FROM metrics WHERE run_id = ? AND name = 'device_busy_fraction'", [amd])
+    shown = row.find_element(By.CSS_SELECTOR, "td[data-dash-column='device_busy_fraction']").text
+    assert shown == fmt.percent(busy[0][0]) and shown.endswith("%")
+    rpd = _run_id(sample_store, RPD)
+    row = next(tr for tr in browser.find_elements(By.CSS_SELECTOR, "#runs-table tr") if rpd in tr.text)
+    assert row.find_element(By.CSS_SELECTOR, "td[data-dash-column='device']").text.endswith("(not identified)")
     _shot(browser, "runs")
 
     box = browser.find_element(By.ID, "runs-search")
@@ -204,9 +231,28 @@ def test_select_two_runs_and_follow_the_compare_link(
     table = _wait(browser, lambda d: d.find_elements(By.ID, "compare-categories-table") or False)[0]
     rows = [tr.find_elements(By.TAG_NAME, "td") for tr in table.find_elements(By.TAG_NAME, "tr")]
     heads = [th.text for th in table.find_elements(By.TAG_NAME, "th")]
-    a_ms = sum(float(r[heads.index("a_ms")].text) for r in rows if r)
+    body = [r for r in rows if r and r[0].text != "total"]
+    a_ms = sum(float(r[heads.index("a_ms")].text) for r in body)
     total_a = _sql(sample_store, "SELECT sum(dur_ns) / 1e6 FROM kernels WHERE run_id = ?", [a])[0][0]
     assert a_ms == pytest.approx(total_a, abs=0.005)  # the categories add up to the run's device time
+    [total] = [r for r in rows if r and r[0].text == "total"]  # and the totals row says so
+    assert float(total[heads.index("a_ms")].text) == pytest.approx(total_a, abs=0.005)
+    # every metric side by side, green/red by the metric's own direction
+    mt = browser.find_element(By.ID, "compare-metrics-table")
+    mrows = {tr.find_elements(By.TAG_NAME, "td")[0].text: tr for tr in mt.find_elements(By.TAG_NAME, "tr")
+             if tr.find_elements(By.TAG_NAME, "td")}
+    va, vb, better = _sql(sample_store, """SELECT max(value) FILTER (WHERE run_id = $1), max(value) FILTER
+        (WHERE run_id = $2), any_value(better) FROM metrics WHERE name = 'device_busy_fraction'
+        AND run_id IN ($1, $2)""", [a, b])[0]
+    busy = mrows["Device busy"].find_element(By.CSS_SELECTOR, "td[data-dash-column='b']")
+    assert busy.text == fmt.percent(vb)
+    if va != vb:
+        good = (vb > va) == (better == "higher")
+        assert busy.value_of_css_property("background-color") == (
+            "rgba(227, 244, 225, 1)" if good else "rgba(251, 227, 228, 1)")
+    # the chart's legend names the runs by label or workload and device, not by id
+    legends = [t.text for t in browser.find_elements(By.CSS_SELECTOR, "#compare-categories .legendtext")]
+    assert len(legends) == 2 and all(x.startswith(("A: ", "B: ")) and a not in x and b not in x for x in legends)
     # the two formats name the host-to-device copy differently: one kernel row up (red), one down (green)
     k = browser.find_element(By.ID, "compare-kernels-table")
     deltas = k.find_elements(By.CSS_SELECTOR, "td[data-dash-column='delta_ms']")
@@ -239,8 +285,8 @@ def test_weekly_page_trends_deltas_and_what_changed(
         sample_store, "decode_step_time_ms", "2026-11-16")
     row = next(tr for tr in browser.find_elements(By.CSS_SELECTOR, "#wow-table tr")
                if tr.text.startswith("decode step time"))
-    change = float(row.find_element(By.CSS_SELECTOR, "td[data-dash-column='change %']").text)
-    assert change == pytest.approx(round(100 * (cur - prev) / prev, 1), abs=0.051)
+    change = row.find_element(By.CSS_SELECTOR, "td[data-dash-column='change']").text
+    assert change == f"{100 * (cur - prev) / prev:+.1f}%"
     verdict = row.find_element(By.CSS_SELECTOR, "td[data-dash-column='verdict']").text
     assert verdict == ("better" if cur < prev else "worse")  # decode step time: lower is better
     # request-level metrics (the weekly captures' request logs, through the serving analyzer): six points
@@ -253,11 +299,11 @@ def test_weekly_page_trends_deltas_and_what_changed(
         plotted = browser.execute_script(
             f"return document.querySelector('#trend-{metric} .js-plotly-plot').data[0].y;")
         assert plotted == pytest.approx([_metric(sample_store, metric, d) for d in days], rel=1e-12), metric
-    assert "TTFT p95 (ms; lower is better)" in browser.find_element(By.ID, "trend-ttft_p95_ms").text
+    assert "TTFT p95 (lower is better)" in browser.find_element(By.ID, "trend-ttft_p95_ms").text
     ttft, ttft_prev = (_metric(sample_store, "ttft_p95_ms", d) for d in ("2026-11-23", "2026-11-16"))
     row = next(tr for tr in browser.find_elements(By.CSS_SELECTOR, "#wow-table tr") if tr.text.startswith("TTFT p95"))
-    assert float(row.find_element(By.CSS_SELECTOR, "td[data-dash-column='this week']").text) == round(ttft, 4)
-    assert float(row.find_element(By.CSS_SELECTOR, "td[data-dash-column='previous']").text) == round(ttft_prev, 4)
+    assert row.find_element(By.CSS_SELECTOR, "td[data-dash-column='this week']").text == fmt.value(ttft, "ms")
+    assert row.find_element(By.CSS_SELECTOR, "td[data-dash-column='previous']").text == fmt.value(ttft_prev, "ms")
     assert row.find_element(By.CSS_SELECTOR, "td[data-dash-column='verdict']").text == (
         "better" if ttft < ttft_prev else "worse")
     pad = next(tr for tr in browser.find_elements(By.CSS_SELECTOR, "#wow-table tr") if tr.text.startswith("bucket"))
@@ -292,8 +338,14 @@ def test_run_page_findings_compiles_roofline(browser: webdriver.Chrome, server: 
     assert len(bars) == _sql(sample_store, "SELECT count(*) FROM compiles WHERE run_id = ?", [jax])[0][0] == 7
     top = _sql(sample_store, """SELECT name FROM kernels WHERE run_id = ? GROUP BY name
                                 ORDER BY sum(coalesce(device_dur_ns, dur_ns)) DESC LIMIT 1""", [jax])[0][0]
-    first = browser.find_element(By.CSS_SELECTOR, "#top-table td[data-dash-column='name']").text
-    assert first == top
+    first = browser.find_element(By.CSS_SELECTOR, "#top-table td[data-dash-column='kernel']").text
+    assert first == short_kernel_name(top, 70)
+    # the headline KPI strip: the stored values, formatted
+    busy = _sql(sample_store, "SELECT value FROM metrics WHERE run_id = ? AND name = 'device_busy_fraction'", [jax])
+    assert browser.find_element(By.ID, "kpi-device_busy_fraction").text.startswith(fmt.percent(busy[0][0]))
+    # metric names in words, values formatted (no 16-digit floats)
+    metrics = browser.find_element(By.ID, "metrics-table").text
+    assert "Device busy" in metrics and not re.search(r"\d\.\d{6,}", metrics)
     # evidence opens under its finding
     browser.find_elements(By.CSS_SELECTOR, ".finding summary")[0].click()
     evidence = _wait(browser, lambda d: [p for p in d.find_elements(By.CSS_SELECTOR, ".finding pre")
@@ -383,7 +435,7 @@ def test_request_latency_histogram_from_the_requests_view(
         assert "time to first token: 300 requests" in browser.find_element(By.ID, "hist-ttft_ns").text
         assert "end-to-end latency: 300 requests" in browser.find_element(By.ID, "hist-e2e_ns").text
         cards = browser.find_element(By.ID, "serving-metrics").text
-        assert f"ttft_p95_ms\n{np.percentile(ttft / 1e6, 95):.4g} ms" in cards
+        assert f"TTFT p95\n{fmt.value(np.percentile(ttft / 1e6, 95), 'ms')}" in cards
         _shot(browser, "run-requests")
     finally:
         _stop(proc)
@@ -438,5 +490,51 @@ def test_gunicorn_serves_the_wsgi_application(sample_store: Path) -> None:
         run = _run_id(sample_store, JAX)
         text = _render(base, "/run", f"?run={run}")
         assert f"Run {run}" in text and "prefill recompiled: 5 compiles" in text
+    finally:
+        _stop(proc)
+
+
+def test_weekly_page_trends_device_time_for_a_gpu_workload(browser: webdriver.Chrome, tmp_path: Path) -> None:
+    """Three captures of the AMD sample on MI300X in three weeks (rocpd, CSV and JSON exports of one
+    synthetic run): the weekly page trends device kernel time and step time, what `check` gates,
+    per catalog device; a workload with one week gets an axis of days around it, not of
+    milliseconds."""
+    import tracekit
+    from tracekit.api import analyze_runs
+
+    store = tmp_path / "gpu.duckdb"
+    days = ["2026-11-09T10:00:00", "2026-11-16T10:00:00", "2026-11-23T10:00:00"]
+    ids = []
+    for path, day in zip([ROCPD, SAMPLES / "amd_synthetic_csv", SAMPLES / "amd_synthetic_results.json"], days):
+        ids += [r.run_id for r in tracekit.ingest([path], store, workload="amd-decode",
+                                                   captured_at=dt.datetime.fromisoformat(day))]
+    ids += [r.run_id for r in tracekit.ingest([RPD], store, workload="amd-one-week",
+                                               captured_at=dt.datetime(2026, 11, 18, 9))]
+    analyze_runs([], store, only_new=True)
+    want = [v for (v,) in _sql(store, """SELECT m.value FROM metrics m JOIN runs r USING (run_id)
+                                         WHERE r.workload = 'amd-decode' AND m.name = 'device_kernel_time_ms'
+                                         ORDER BY r.captured_at""")]
+    assert len(want) == 3
+    port = _free_port()
+    proc = _start([sys.executable, "-c", "from tracekit.cli.main import main; main()", "dashboard",
+                   "--store", str(store), "--port", str(port)], f"http://127.0.0.1:{port}/")
+    try:
+        base = f"http://127.0.0.1:{port}"
+        _open(browser, base + "/weekly?workload=amd-decode", "#trend-device_kernel_time_ms .scatterlayer .point")
+        data = browser.execute_script(
+            "return document.querySelector('#trend-device_kernel_time_ms .js-plotly-plot').data;")
+        assert [d["name"] for d in data] == ["AMD Instinct MI300X"]  # the catalog device
+        assert data[0]["y"] == pytest.approx(want, rel=1e-12)
+        assert browser.find_elements(By.CSS_SELECTOR, "#trend-step_device_time .scatterlayer .point") or \
+            not _sql(store, "SELECT 1 FROM metrics WHERE name = 'step_device_time' AND value IS NOT NULL")
+        # no mode bar over the titles
+        assert not browser.find_elements(By.CSS_SELECTOR, "#trends .modebar-container .modebar-btn")
+        _shot(browser, "weekly-gpu")
+        _open(browser, base + "/weekly?workload=amd-one-week", "#trend-device_kernel_time_ms .scatterlayer .point")
+        lo, hi = browser.execute_script(
+            "return document.querySelector('#trend-device_kernel_time_ms .js-plotly-plot').layout.xaxis.range;")
+        span = dt.datetime.fromisoformat(hi[:10]) - dt.datetime.fromisoformat(lo[:10])
+        assert span == dt.timedelta(days=8)  # the week ± 4 days
+        _shot(browser, "weekly-one-week")
     finally:
         _stop(proc)

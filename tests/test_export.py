@@ -64,6 +64,11 @@ def _check_common(store: Path, run_id: str, doc: dict[str, Any]) -> None:
         want[{"Operator": "cpu_op"}.get(cat, cat)] += n
     for on_dev, n in _store_rows(store, "SELECT on_device, count(*) FROM annotations WHERE run_id = ? GROUP BY 1", run_id):
         want["gpu_user_annotation" if on_dev else "user_annotation"] += n
+    # every other host row (XPlane TraceMe rows, XLA module spans, ...) under its own category
+    for cat, n in _store_rows(store, """SELECT category, count(*) FROM host_events WHERE run_id = ? AND category
+                                         NOT IN ('op', 'runtime', 'driver', 'annotation', 'gpu_annotation', 'step')
+                                         GROUP BY 1""", run_id):
+        want[cat] += n
     assert got == want
     # every X/flow event sits on a process and thread named by metadata events
     named = {(e["pid"], e["tid"]) for e in events if e["ph"] == "M" and e["name"] == "thread_name"}
@@ -114,6 +119,10 @@ def test_jax_sample_export(tmp_path: Path) -> None:
     rows = _store_rows(store, "SELECT start_ns, dur_ns FROM device_activity WHERE run_id = ?", run_id)
     got = sorted((_ns(e["ts"]), _ns(e["dur"])) for e in doc["traceEvents"] if e["ph"] == "X" and e["cat"] == "kernel")
     assert got == sorted(rows) and len(got) == 3099
+    # the host timeline is exported too (was dropped: TraceMe rows stored, none exported)
+    host = Counter(e["cat"] for e in doc["traceEvents"] if e["ph"] == "X" and e["cat"] not in DEVICE_CATS)
+    stored = dict(_store_rows(store, "SELECT category, count(*) FROM host_events WHERE run_id = ? GROUP BY 1", run_id))
+    assert stored and all(host[c] == n for c, n in stored.items() if c not in ("annotation", "step")), (host, stored)
     _roundtrip(tmp_path, tmp_path / "out.json", got)
 
 

@@ -20,6 +20,7 @@ from conftest import CORPUS, SAMPLES
 from helpers import run_cli
 
 import tracekit
+from tracekit import formatting as fmt
 from tracekit.analysis.categories import category_case_sql
 from tracekit.report import render_report
 
@@ -126,7 +127,7 @@ def _check_categories(reports: dict[str, Any], path: Path) -> None:
         key = f"{cat} (async spans, overlapping)" if raw == "xla_async" else cat
         sums[key] = sums.get(key, 0) + (ddur if ddur is not None else dur)
     got = {r[0]: r[2] for r in _tables(reports[(path, "html")])["categories"][1:]}
-    assert got == {k: f"{v / 1e6:,.3f}" for k, v in sums.items()}
+    assert got == {k: fmt.duration_ns(v) for k, v in sums.items()}
     assert sums  # both runs have device activity
 
 
@@ -137,7 +138,8 @@ def test_jax_sample_report(reports: dict[str, Any]) -> None:
     _check_categories(reports, JAX)
     page = reports[(JAX, "html")]
     # CPU capture: no op carries XLA costs, so the page says so instead of drawing an empty chart.
-    assert 'id="roofline-none"' in page and "Plotly.newPlot" not in page
+    assert 'id="roofline-none"' in page
+    assert not re.search(r'Plotly\.newPlot\(\s*"roofline"', page)
     assert "Not drawn in Markdown" in reports[(JAX, "md")]
 
 
@@ -175,7 +177,7 @@ def test_tpu_v6e_report(reports: dict[str, Any]) -> None:
     for name, x, y in zip(ops[0]["text"], ops[0]["x"], ops[0]["y"]):
         f, b, t = agg[name]
         assert x == pytest.approx(f / b, rel=1e-12)
-        assert y == pytest.approx(f / (t * 1e-9), rel=1e-12)
+        assert y == pytest.approx(f / (t * 1e-9) / 1e12, rel=1e-12)  # TFLOP/s, not "10B" FLOP/s
     # The roof: the v6e plane states 918 TFLOP/s and 1637.99 GB/s; the ridge is where they meet.
     with _con(reports) as con:
         peak_t, peak_g = con.execute(
@@ -184,7 +186,7 @@ def test_tpu_v6e_report(reports: dict[str, Any]) -> None:
     roof = [tr for tr in data if str(tr.get("name", "")).startswith("roof")]
     assert len(roof) == 1
     assert roof[0]["x"][1] == pytest.approx(peak_t * 1e12 / (peak_g * 1e9))
-    assert roof[0]["y"][1] == pytest.approx(peak_t * 1e12)
+    assert roof[0]["y"][1] == pytest.approx(peak_t)
 
 
 @needs_tpu
@@ -248,6 +250,29 @@ def test_kineto_run_with_shapes_gets_a_roofline(tmp_path: Path) -> None:
     assert rows and "aten::mm" in point
     x, y = point["aten::mm"]
     assert x == pytest.approx(flops / nbytes, rel=1e-9)
-    assert y == pytest.approx(flops / (t / 1e9), rel=1e-9)
+    assert y == pytest.approx(flops / (t / 1e9) / 1e12, rel=1e-9)  # TFLOP/s
     roof = [tr for tr in data if str(tr.get("name", "")).startswith("roof")]
     assert len(roof) == 1  # H100 is in the catalog
+
+
+def test_gpu_report_leads_with_its_numbers(tmp_path: Path) -> None:
+    """The bundled AMD sample (a GPU run): KPI cards first with the stored metrics formatted, a
+    chart of device time by kernel class, top kernels with their class (not ``kernel`` on every
+    row), short names with the full name on hover, captions in words (no SQL), no raw floats."""
+    store = tmp_path / "s.duckdb"
+    rid = tracekit.ingest([SAMPLES / "amd_synthetic_rocpd"], store)[0].run_id
+    page = render_report(rid, tmp_path / "r.html", store).read_text()
+    with duckdb.connect(str(store), read_only=True) as con:
+        busy = con.execute("SELECT value FROM metrics WHERE run_id = ? AND name = 'device_busy_fraction'",
+                           [rid]).fetchall()[0][0]
+    kpis = page.index('id="kpis"')
+    assert kpis < page.index('id="findings"') < page.index('id="top"')
+    assert f'data-metric="device_busy_fraction"><div class="v">{fmt.percent(busy)}</div>' in page
+    assert re.search(r'Plotly\.newPlot\(\s*"classes"', page)  # a chart on a GPU report
+    top = _tables(page)["top"]
+    assert top[0] == ["kernel", "class", "calls", "time", "mean", "share"]
+    classes = {r[1] for r in top[1:]}
+    assert classes - {"kernel"} and classes <= {"gemm", "attention", "moe", "norm", "elementwise", "reduction",
+                                                "communication", "memcpy", "other"}
+    assert "coalesce(" not in page and "dur_ns" not in page
+    assert not re.search(r"<td[^>]*>\s*-?[\d,]+\.\d{5,}", page)  # no 16-digit floats in any cell

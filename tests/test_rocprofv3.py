@@ -299,7 +299,10 @@ def test_docs_samples_every_csv_type_ingests_or_is_skipped_with_a_reason(store: 
     assert all(parser.sniff(p) for p in csvs), [p.name for p in csvs if not parser.sniff(p)]
     assert not get_parser("rocprofv3_json").sniff(DOCS / "rocprofv3-results-json-schema.json")
 
-    res = tracekit.ingest([DOCS], store=store)[0]
+    # unrelated samples, recorded days apart: refused as one directory unless asked for
+    with pytest.raises(TraceInputError, match="separate captures"):
+        tracekit.ingest([DOCS], store=store)
+    res = tracekit.ingest([DOCS], store=store, one_run=True)[0]
     run = res.run_id
     assert res.n_files == len(csvs)
     skipped: dict[str, str] = {}

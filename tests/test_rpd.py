@@ -20,6 +20,7 @@ import pytest
 from conftest import CORPUS
 from helpers import run_cli, sha256
 
+from tracekit.errors import TraceInputError
 from tracekit.ingest import ingest
 from tracekit.parsers import get_parser
 
@@ -322,7 +323,10 @@ def test_directory_of_rpd_files_one_rank_per_process(tmp_path: Path) -> None:
     shutil.copyfile(VLLM_GZ, run_dir / "b_vllm.rpd.gz")
     shutil.copyfile(MATMUL, run_dir / "a_matmul.rpd")
     store = tmp_path / "store.duckdb"
-    (res,) = ingest([run_dir], store)
+    # two unrelated captures (recorded weeks apart): refused as one directory unless asked for
+    with pytest.raises(TraceInputError, match="separate captures"):
+        ingest([run_dir], store)
+    (res,) = ingest([run_dir], store, one_run=True)
     plain = tmp_path / "vllm.rpd"
     with gzip.open(VLLM_GZ, "rb") as f, plain.open("wb") as out:
         shutil.copyfileobj(f, out)

@@ -77,6 +77,42 @@ def test_query_refuses_more_than_one_statement(store: tuple[Path, list[str]]) ->
     assert r.returncode == 0 and json.loads(r.stdout) == [{"answer": 42}]
 
 
+def test_query_says_the_store_is_read_only(store: tuple[Path, list[str]]) -> None:
+    path, ids = store
+    before = path.read_bytes()
+    for sql, kind in ((f"DELETE FROM run_meta WHERE run_id = '{ids[0]}'", "DELETE"),
+                      ("UPDATE run_meta SET label = 'x'", "UPDATE"), ("CREATE TABLE t (a INT)", "CREATE"),
+                      ("DROP VIEW runs", "DROP")):
+        r = run_cli("query", sql, "--store", str(path))
+        assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+        assert f"the store is read-only here ({kind} is refused)" in r.stderr and "Binder" not in r.stderr
+    assert path.read_bytes() == before
+
+
+def test_query_table_is_plain_text_in_logs(store: tuple[Path, list[str]]) -> None:
+    """A pipe gets aligned plain text: no box drawing, long values cut in the middle (whole with
+    --full), NULL shown as — and floats to six significant digits."""
+    path, _ = store
+    long_name = "k" * 50 + "_middle_" + "z" * 50
+    sql = f"SELECT '{long_name}' AS name, NULL AS nothing, 2/3 AS third"
+    r = run_cli("query", sql, "--store", str(path))
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0].split() == ["name", "nothing", "third"] and set(lines[1].replace(" ", "")) == {"-"}
+    assert not set("┏━┃│└") & set(r.stdout)
+    name, nothing, third = lines[2].split()
+    assert len(name) == 60 and name.startswith("kkk") and name.endswith("zzz") and "…" in name
+    assert (nothing, third) == ("—", "0.666667")
+    r = run_cli("query", sql, "--store", str(path), "--full")
+    assert long_name in r.stdout
+    # the short names of summary/report, as a SQL function
+    r = run_cli("query", "SELECT short_kernel_name('void at::native::vectorized_elementwise_kernel<4, "
+                "at::native::CUDAFunctor_add<float>, at::detail::Array<char*, 3> >(int)') AS k",
+                "--store", str(path), "--format", "json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout) == [{"k": "vectorized_elementwise_kernel<add>"}]
+
+
 def test_update_delete_and_relabel_on_reingest(tmp_path: Path) -> None:
     path = tmp_path / "u.duckdb"
     [cpu, amd] = [r.run_id for r in tracekit.ingest([CPU, ROCPD], store=path, label="old", tags={"a": "1"})]

@@ -14,6 +14,7 @@ from helpers import run_cli
 from load_server import Behaviour, serve
 
 import tracekit
+from tracekit import formatting as fmt
 from tracekit.api import analyze_runs, compare_runs, store_requests
 from tracekit.collectors.load import LoadResult, LoadSpec, RequestRecord, run_load
 from tracekit.errors import TraceInputError
@@ -220,20 +221,20 @@ def test_analyze_report_and_compare_show_serving(runs: tuple[Path, str, str], lo
     done = run_cli("analyze", cpu, amd, "--store", str(store), env=env)
     assert done.returncode == 0, done.stderr
     assert f"{cpu}: serving" in done.stdout and "ttft_p99_ms" in done.stdout
-    assert f"{round(expected['ttft_p99_ms'], 4)}" in done.stdout
+    assert fmt.value(expected["ttft_p99_ms"], "ms") in done.stdout  # formatted for people
     # 30 requests of 4 tokens, 1 s apart: window 29.016 s → 120 / 29.016 tokens/s at 3 USD/h
     cost = 3.0 / (120 / 29.016 * 3600) * 1e6
-    assert "usd_per_1m_output_tokens" in done.stdout and f"{round(cost, 4)}" in done.stdout
+    assert "usd_per_1m_output_tokens" in done.stdout and f"{fmt.usd(cost)} per 1M" in done.stdout
     md = tmp_path / "r.md"
     done = run_cli("report", cpu, "-o", str(md), "--store", str(store), env=env)
     assert done.returncode == 0, done.stderr
     text = md.read_text()
     assert "## Request latency" in text
-    assert f"| time to first token | {round(expected['ttft_p50_ms'], 3)}" in text
+    assert f"| time to first token | {fmt.duration(expected['ttft_p50_ms'], 'ms')} |" in text
     assert f"{len(loaded.records)} requests" in text and "no device price" in text
     html = tmp_path / "r.html"
     assert run_cli("report", amd, "-o", str(html), "--store", str(store), env=env).returncode == 0
-    assert 'id="requests"' in html.read_text() and f"Cost: ${cost:.4f} per 1M output tokens" in html.read_text()
+    assert 'id="requests"' in html.read_text() and f"Cost: {fmt.usd(cost)} per 1M output tokens" in html.read_text()
     res = compare_runs(cpu, amd, store)
     cols, rows = res["serving"]
     assert cols == ["metric", "unit", "a", "b", "delta", "delta_pct"]

@@ -188,11 +188,13 @@ def test_query_is_read_only_and_formats_are_machine_readable(store: Path) -> Non
     res = run_cli("query", "SELECT run_id, workload, captured_at FROM runs", "--store", str(store), "-f", "json")
     data = json.loads(res.stdout)
     assert data[0]["workload"] == "w" and data[0]["captured_at"].startswith("20")
-    for sql, phrase in [("DELETE FROM run_meta", "read-only"),
-                        ("COPY (SELECT 1) TO '/tmp/tracekit-should-not-exist.csv'", "disabled"),
-                        ("SELEC nonsense", "Parser Error")]:
+    for sql, phrase in [("DELETE FROM run_meta", "query: the store is read-only here (DELETE is refused)"),
+                        ("COPY (SELECT 1) TO '/tmp/tracekit-should-not-exist.csv'", "(COPY is refused)"),
+                        ("SELECT * FROM read_csv('/etc/passwd')", "query failed"),  # reading files: disabled
+                        ("SELEC nonsense", "query failed: Parser Error")]:
         res = run_cli("query", sql, "--store", str(store))
-        assert res.returncode == 2 and res.stderr.startswith(f"error: {store}: query failed") and phrase in res.stderr
+        assert res.returncode == 2 and res.stderr.startswith(f"error: {store}: ") and phrase in res.stderr, res.stderr
+        assert len(res.stderr.strip().splitlines()) == 1
     assert not Path("/tmp/tracekit-should-not-exist.csv").exists()
     res = run_cli("query", "SELECT 1", "--store", str(store.parent / "none.duckdb"))
     assert res.returncode == 2 and "no such store" in res.stderr

@@ -21,6 +21,7 @@ from tracekit.store import (
 )
 
 if TYPE_CHECKING:
+    from tracekit.analysis.overview import Overview
     from tracekit.collectors.load import LoadResult
 
 Rows = tuple[list[str], list[tuple[Any, ...]]]
@@ -53,6 +54,13 @@ def list_runs(store: str | Path | None = None) -> Rows:
     return run_query(RUNS_SQL, store)
 
 
+#: Statement kinds that would change the store: refused in plain words before DuckDB answers with
+#: a binder or read-only error.
+_WRITES = frozenset({"INSERT", "UPDATE", "DELETE", "CREATE", "DROP", "ALTER", "COPY", "ATTACH", "DETACH",
+                     "LOAD", "TRANSACTION", "VACUUM", "EXPORT", "MERGE_INTO", "UPDATE_EXTENSIONS",
+                     "COPY_DATABASE", "ANALYZE", "CREATE_FUNC"})
+
+
 def run_query(sql: str, store: str | Path | None = None) -> Rows:
     """Execute one read-only statement; return (column names, rows).
 
@@ -64,12 +72,17 @@ def run_query(sql: str, store: str | Path | None = None) -> Rows:
     path = Path(store) if store is not None else default_store_path()
     with open_store(path, read_only=True) as con:
         library.install(con)
+        _register_functions(con)
         try:
             # DuckDB runs every statement of a script and returns the last one's rows: refuse a
             # script instead of silently dropping all but the last result
-            n = len(con.extract_statements(sql))
-            if n != 1:
-                raise QueryError(f"{path}: query: give exactly one SQL statement, got {n}")
+            statements = con.extract_statements(sql)
+            if len(statements) != 1:
+                raise QueryError(f"{path}: query: give exactly one SQL statement, got {len(statements)}")
+            kind = statements[0].type.name
+            if kind in _WRITES:
+                raise QueryError(f"{path}: query: the store is read-only here ({kind} is refused); change runs "
+                                 "with `tracekit update` / `tracekit delete`, or copy rows out with --format csv")
             rel = con.execute(sql)
             columns = [d[0] for d in rel.description] if rel.description else []
             rows = rel.fetchall() if rel.description else []
@@ -77,6 +90,23 @@ def run_query(sql: str, store: str | Path | None = None) -> Rows:
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise QueryError(f"{path}: query failed: {first}") from None
     return columns, rows
+
+
+def _register_functions(con: duckdb.DuckDBPyConnection) -> None:
+    """The Python functions ``tracekit query`` offers besides the SQL library:
+    ``short_kernel_name(name)`` (:func:`tracekit.names.short_kernel_name`, 60 characters), called
+    once per row: group or filter first on large runs."""
+    try:
+        from duckdb.sqltypes import VARCHAR
+    except ImportError:  # DuckDB 1.x
+        from duckdb.typing import VARCHAR  # type: ignore[import-not-found,no-redef,unused-ignore]
+
+    from tracekit.names import short_kernel_name
+
+    def short(name: str) -> str:
+        return short_kernel_name(name)
+
+    con.create_function("short_kernel_name", short, [VARCHAR], VARCHAR, side_effects=False)
 
 
 def top_activity(
@@ -95,19 +125,40 @@ def top_activity(
         return [d[0] for d in rel.description], rel.fetchall()
 
     columns, rows = query(
-        f"""SELECT name, count(*) AS calls, round(sum(dur_ns) / 1e6, 3) AS total_ms,
-                   round(100 * sum(dur_ns) / sum(sum(dur_ns)) OVER (), 1) AS pct
+        f"""SELECT name, count(*) AS calls, sum(dur_ns) / 1e6 AS total_ms,
+                   100 * sum(dur_ns) / sum(sum(dur_ns)) OVER () AS pct
             FROM kernels WHERE run_id = {_quote(run_id)}
             GROUP BY name ORDER BY sum(dur_ns) DESC LIMIT {int(limit)}"""
     )
     if rows:
         return "top device kernels by total time", columns, rows
     columns, rows = query(
-        f"""SELECT name, count(*) AS calls, round(sum(dur_ns) / 1e6, 3) AS total_ms
+        f"""SELECT name, count(*) AS calls, sum(dur_ns) / 1e6 AS total_ms
             FROM ops WHERE run_id = {_quote(run_id)}
             GROUP BY name ORDER BY sum(dur_ns) DESC LIMIT {int(limit)}"""
     )
     return "no device activity; top host ops by inclusive time", columns, rows
+
+
+def run_summary(run_id: str, store: str | Path | None = None, *, top: int = 5, findings: int = 3,
+                width: int = 44) -> Overview:
+    """The one-screen overview of a run (:func:`tracekit.analysis.overview.run_overview`): device,
+    headline KPIs with coverage, time by kernel class, top kernels, top findings. ``run_id`` may be
+    a unique prefix. A run never analyzed is analyzed first (its findings stored), as the report
+    does, so the overview always carries the analyzers' verdict."""
+    from tracekit.analysis import library
+    from tracekit.analysis.overview import run_overview
+
+    path = Path(store) if store is not None else default_store_path()
+    with open_store(path, read_only=True) as con:
+        run_id = resolve_run_id(con, run_id, path)
+        stored = con.execute("SELECT (SELECT count(*) FROM findings WHERE run_id = $1) + "
+                             "(SELECT count(*) FROM metrics WHERE run_id = $1)", [run_id]).fetchall()[0][0]
+    if not stored:
+        analyze_runs([run_id], path)
+    with open_store(path, read_only=True) as con:
+        library.install(con)
+        return run_overview(con, run_id, top=top, findings=findings, width=width)
 
 
 def _quote(text: str) -> str:
@@ -261,6 +312,11 @@ def compare_runs(
 _KINETO_DEVICE_CAT = {"kernel": "kernel", "memcpy": "gpu_memcpy", "memset": "gpu_memset",
                       "mtia_ccp": "mtia_ccp_events"}
 
+#: Host-event categories exported through the ops, runtime_calls and annotations views; every other
+#: category (XPlane TraceMe rows, XLA module spans, syncs, Python frames, ...) is exported as is,
+#: with its stored category as ``cat``.
+_VIEWED_HOST = "('op', 'runtime', 'driver', 'annotation', 'gpu_annotation', 'step')"
+
 #: Rows fetched from DuckDB per batch while streaming the events out.
 EXPORT_BATCH_ROWS = 50_000
 
@@ -282,8 +338,9 @@ def export_perfetto(run_id: str, path: str | Path, store: str | Path | None = No
     """Write one run as a Chrome-trace JSON file (opens in ui.perfetto.dev and chrome://tracing).
 
     Device activity is ``ph: "X"`` on one process per (rank, device) and one thread per stream;
-    host ops, runtime/driver calls and annotations are ``ph: "X"`` on one process per rank and
-    one thread per host thread; every runtime call with device activity gets a flow (``s``/``f``,
+    host ops, runtime/driver calls, annotations and every other host event (XPlane TraceMe rows,
+    XLA module spans, syncs; ``cat`` = the stored category) are ``ph: "X"`` on one process per
+    rank and one thread per host thread; every runtime call with device activity gets a flow (``s``/``f``,
     ``id`` = correlation id, ``bp: "e"``) to its first kernel; stored findings become global
     instant events. ``ts``/``dur`` are µs written as exact decimals of the stored integer ns.
     ``cat`` is the Kineto category (``kernel``, ``gpu_memcpy``, ``cpu_op``, ``cuda_runtime``, ...)
@@ -308,12 +365,14 @@ def export_perfetto(run_id: str, path: str | Path, store: str | Path | None = No
         fmt, vendor, device_name, label, workload, n_ranks = run[0]
         con.execute("DROP TABLE IF EXISTS temp.tk_threads")
         con.execute(
-            """CREATE TEMP TABLE tk_threads AS
+            f"""CREATE TEMP TABLE tk_threads AS
             WITH t AS (
                 SELECT DISTINCT rank, 'device' AS side, device, stream AS thread FROM kernels WHERE run_id = $r
                 UNION SELECT DISTINCT rank, 'host', NULL::INTEGER, tid FROM ops WHERE run_id = $r
                 UNION SELECT DISTINCT rank, 'host', NULL::INTEGER, tid FROM runtime_calls WHERE run_id = $r
-                UNION SELECT DISTINCT rank, 'host', NULL::INTEGER, tid FROM annotations WHERE run_id = $r)
+                UNION SELECT DISTINCT rank, 'host', NULL::INTEGER, tid FROM annotations WHERE run_id = $r
+                UNION SELECT DISTINCT rank, 'host', NULL::INTEGER, tid FROM host_events
+                      WHERE run_id = $r AND category NOT IN {_VIEWED_HOST})
             SELECT rank, side, device, thread,
                    dense_rank() OVER (ORDER BY rank, side DESC, device) AS pid,
                    row_number() OVER (PARTITION BY rank, side, device
@@ -381,6 +440,13 @@ def export_perfetto(run_id: str, path: str | Path, store: str | Path | None = No
                 FROM annotations h JOIN tk_threads m
                   ON m.side = 'host' AND m.rank = h.rank AND m.thread IS NOT DISTINCT FROM h.tid
                 WHERE h.run_id = $r ORDER BY h.rank, h.start_ns"""),
+            ("host_events", f"""
+                SELECT {x(cat='h.category', name='h.name', s='h.start_ns', d='h.dur_ns', args='''struct_pack(
+                    category := h.category, trace_category := h.trace_category, device := h.device,
+                    correlation := h.correlation_id, tid := h.tid)''')}
+                FROM host_events h JOIN tk_threads m
+                  ON m.side = 'host' AND m.rank = h.rank AND m.thread IS NOT DISTINCT FROM h.tid
+                WHERE h.run_id = $r AND h.category NOT IN {_VIEWED_HOST} ORDER BY h.rank, h.start_ns"""),
             ("flows", """
                 WITH pairs AS (
                     SELECT c.rank, c.correlation_id,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import itertools
 import json
 import os
 import re
@@ -25,7 +26,7 @@ from tracekit import __version__
 from tracekit.errors import StoreError, TraceInputError
 from tracekit.parsers import REGISTRY, IngestContext, Parser, get_parser
 from tracekit.parsers._io import file_sha256
-from tracekit.parsers.base import DeviceInfo
+from tracekit.parsers.base import DeviceInfo, RankInfo
 from tracekit.store import connect, default_store_path, update_run_meta, utc_now
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -76,6 +77,8 @@ class IngestResult:
     n_trace_events: int = 0
     #: stored already: the fields a different --label/--workload/--tag changed
     updated: list[str] = field(default_factory=list)
+    #: things the user should know about the new run (e.g. its ranks ran on different devices)
+    warnings: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, object]:
         return dict(self.__dict__)
@@ -211,6 +214,68 @@ def _run_vendor(con: duckdb.DuckDBPyConnection, ctx: IngestContext) -> tuple[str
     return "cpu", "CPU"
 
 
+#: Ranks recorded on one host whose time ranges are this far apart (ns) and do not overlap are
+#: separate captures (a directory of unrelated captures), not ranks of one.
+CAPTURE_GAP_NS = 1_000_000_000
+
+
+def _separate_captures(ranks: Sequence[RankInfo]) -> list[list[RankInfo]]:
+    """The ranks of the host with the most separate captures, grouped into captures: ranks whose
+    [first, last] ranges overlap or lie within :data:`CAPTURE_GAP_NS` of each other form one.
+    Hosts are judged apart (unknown hosts together): other hosts' clocks may not be comparable,
+    so ranks of different hosts never make separate captures. One group means one capture; ranks
+    without events are left out."""
+    by_host: dict[str | None, list[RankInfo]] = {}
+    for r in ranks:
+        if r.first_ns is not None and r.last_ns is not None:
+            by_host.setdefault(r.host, []).append(r)
+    worst: list[list[RankInfo]] = []
+    for host_ranks in by_host.values():
+        groups: list[list[RankInfo]] = []
+        end: int | None = None
+        for r in sorted(host_ranks, key=lambda x: (x.first_ns or 0, x.last_ns or 0)):
+            assert r.first_ns is not None and r.last_ns is not None
+            if end is None or r.first_ns > end + CAPTURE_GAP_NS:
+                groups.append([])
+            groups[-1].append(r)
+            end = r.last_ns if end is None else max(end, r.last_ns)
+        if len(groups) > len(worst):
+            worst = groups
+    return worst
+
+
+def _check_one_capture(item: RunInput, ranks: Sequence[RankInfo]) -> None:
+    groups = _separate_captures(ranks)
+    if len(groups) < 2 or not item.source.is_dir():
+        return
+    groups.sort(key=lambda g: min(r.first_ns or 0 for r in g))
+    gap = max(min(r.first_ns or 0 for r in b) - max(r.last_ns or 0 for r in a) for a, b in itertools.pairwise(groups))
+    listed = "; ".join(f"{i}: " + ", ".join(sorted({Path(r.path).name for r in g})[:3])
+                       + (", …" if len({r.path for r in g}) > 3 else "") for i, g in enumerate(groups, 1))
+    from tracekit.formatting import duration_ns
+
+    raise TraceInputError(
+        item.source,
+        f"holds {len(groups)} separate captures, recorded up to {duration_ns(gap)} apart ({listed}): put each "
+        "capture's files in a folder of its own and ingest each folder (a single file is read alone, "
+        "without its siblings), or pass --one-run if they are one capture",
+    )
+
+
+def _mixed_devices(con: duckdb.DuckDBPyConnection, ctx: IngestContext) -> str | None:
+    """A warning when the devices that ran work (device rows) are of more than one model."""
+    busy = set(con.execute("SELECT DISTINCT rank, device FROM device_activity WHERE run_id = ?",
+                           [ctx.run_id]).fetchall())
+    names: dict[str, set[int]] = {}
+    for d in ctx.devices:
+        if d.name and (d.rank, d.device) in busy:
+            names.setdefault(d.name, set()).add(d.rank)
+    if len(names) < 2:
+        return None
+    parts = [f"{n} (rank{'s' if len(r) > 1 else ''} {', '.join(map(str, sorted(r)))})" for n, r in sorted(names.items())]
+    return f"one run mixes devices: {', '.join(parts)}; compare and cost them apart (ingest each as its own PATH)"
+
+
 def _write_run(
     con: duckdb.DuckDBPyConnection,
     item: RunInput,
@@ -221,9 +286,12 @@ def _write_run(
     progress: ProgressFn | None,
     python_events: bool = False,
     override_captured_at: dt.datetime | None = None,
+    one_run: bool = False,
 ) -> IngestResult:
     ctx = IngestContext(con, item.run_id, progress, python_events=python_events)
     (item.parser or get_parser(item.format)).parse(item.files, ctx)
+    if not one_run:
+        _check_one_capture(item, ctx.ranks)
     if item.requests is not None:
         from tracekit.collectors.load import insert_requests
 
@@ -301,6 +369,7 @@ def _write_run(
         n_device_events=int(n_dev),
         n_host_events=int(n_host),
         n_trace_events=n_events,
+        warnings=[w for w in (_mixed_devices(con, ctx),) if w],
     )
 
 
@@ -318,6 +387,7 @@ def ingest(
     python_events: bool = False,
     captured_at: dt.datetime | None = None,
     before_commit: Callable[[duckdb.DuckDBPyConnection, list[IngestResult]], None] | None = None,
+    one_run: bool = False,
 ) -> list[IngestResult]:
     """Ingest each PATH as one run into ``store`` (default ``$TRACEKIT_STORE`` or ./tracekit.duckdb).
 
@@ -330,7 +400,9 @@ def ingest(
     datetime is converted) replaces the capture time read from the traces, for new runs.
     ``before_commit(con, results)`` is called with the writer connection once every run is
     written, before COMMIT, for read-only queries of what was stored (the CLI's summary; no
-    second connection). Raises
+    second connection). A directory whose files are separate captures (ranks recorded on one host
+    more than :data:`CAPTURE_GAP_NS` apart, e.g. a decode and a prefill capture side by side) is
+    refused unless ``one_run``; a run whose ranks ran on different devices carries a warning. Raises
     :class:`TraceInputError` for bad input and :class:`StoreError` for store problems; in both
     cases the store is unchanged.
     """
@@ -371,7 +443,7 @@ def ingest(
             else:
                 res = _write_run(
                     con, item, label=label, workload=workload, tags=tags or {}, progress=progress,
-                    python_events=python_events, override_captured_at=captured_at,
+                    python_events=python_events, override_captured_at=captured_at, one_run=one_run,
                 )
             seen[item.content_sha256] = res
             results.append(res)

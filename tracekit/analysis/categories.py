@@ -45,7 +45,9 @@ NAME_PATTERNS: dict[str, str] = {
         r"fused_moe|moe_(align|sum|gemm|kernel|mlp|wna16|permute|unpermute|topk)|matmul_ogs|topk_softmax"
         r"|_experts?_|expert_|grouped_gemm"
     ),
-    "attention": r"flash(_|attn|::)|fmha|attention|attn|(^|[^a-z])mha|sdpa|paged_?attention|unified_attention",
+    # gated_delta_net: the linear attention of Qwen3-Next-style hybrid models (llama.cpp)
+    "attention": r"flash(_|attn|::)|fmha|attention|attn|(^|[^a-z])mha|sdpa|paged_?attention|unified_attention"
+                 r"|gated_delta_net|delta_rule",
     "norm": r"rms_?norm|layer_?norm|norm_kernel|group_?norm|batch_?norm",
     "gemm": (
         r"gemm|gemv|^cijk_|^_?matmul|_matmul_kernel|sm[0-9]+_xmma|wvspl?i?tk|hipblaslt|tensile"

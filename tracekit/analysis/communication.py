@@ -56,7 +56,6 @@ the two fractions, NULL for the rest, and no finding.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -64,6 +63,8 @@ import duckdb
 
 from tracekit.analysis.base import Analyzer, AnalyzerResult, Finding, Metric, Severity
 from tracekit.analysis.hardware import identify
+from tracekit.formatting import duration_ns
+from tracekit.names import short_kernel_name
 
 EXPOSED_WARNING_FRACTION = 0.05  # exposed communication ÷ device window
 EXPOSED_CRITICAL_FRACTION = 0.20  # exposed communication ÷ device window
@@ -308,16 +309,6 @@ def _training(con: duckdb.DuckDBPyConnection, run_id: str) -> bool:
     return bool(host or dev)
 
 
-def short_kernel_name(name: str) -> str:
-    """``void (anonymous namespace)::multimem_all_reduce_kernel<c10::BFloat16, 16>(...)`` →
-    ``multimem_all_reduce_kernel``; ``ncclDevKernel_Generic(ncclDevKernelArgsStorage<4096ul>)`` →
-    ``ncclDevKernel_Generic``."""
-    s = re.sub(r"^void\s+", "", name.strip())
-    s = s.replace("(anonymous namespace)::", "")
-    s = re.split(r"[<(]", s, maxsplit=1)[0].strip() or name
-    return s.rsplit("::", 1)[-1]
-
-
 def _label(top: _Coll | None) -> str:
     if top is None:
         return "collectives"
@@ -327,10 +318,8 @@ def _label(top: _Coll | None) -> str:
 
 
 def _t(ns: float) -> str:
-    """A duration for the detail text: µs below 1 ms, ms below 10 s, else s."""
-    if ns < 1e6:
-        return f"{ns / 1e3:.0f} µs"
-    return f"{ns / 1e6:.2f} ms" if ns < 1e10 else f"{ns / 1e9:.1f} s"
+    """A duration for the detail text (:func:`tracekit.formatting.duration_ns`)."""
+    return duration_ns(ns)
 
 
 def _mb(n: float) -> str:

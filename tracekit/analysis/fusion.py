@@ -78,8 +78,10 @@ import duckdb
 
 from tracekit.analysis import fastpath
 from tracekit.analysis.base import Analyzer, AnalyzerResult, Finding, Metric, run_share_severity
-from tracekit.analysis.hardware import DeviceSpec, identify
+from tracekit.analysis.hardware import DeviceSpec, run_device
 from tracekit.analysis.memory_bound_decode import DTYPE_BYTES, ELEMENTWISE_OPS, elementwise_cost
+from tracekit.formatting import duration_ns
+from tracekit.names import ellipsize, mangled_identifier, torch_functor
 
 SHORT_KERNEL_NS = 10_000  # ns: a kernel shorter than this is "short"
 CHAIN_MAX_GAP_NS = 100_000  # ns: a longer gap between two kernels of a stream ends a chain
@@ -112,60 +114,22 @@ def short_name(name: str, n: int = 32) -> str:
     namespaced or mangled name (``fused_add_rms_norm``, ``add_rmsnorm_quant``, ``Rmsnorm2dFwd``), else
     the name itself, cut at ``n`` characters."""
     s = name.strip()
-    if s.startswith("_Z"):  # Itanium-mangled: the <length><identifier> source names, in order
-        ids: list[str] = []
-        i = 0
-        while i < len(s):
-            m = re.match(r"\d+", s[i:])
-            if not m:
-                i += 1
-                continue
-            k, j = int(m.group()), i + m.end()
-            ident = s[j:j + k]
-            if len(ident) == k and re.fullmatch(r"[A-Za-z_]\w{2,}", ident):
-                ids.append(ident)
-                i = j + k
-            else:
-                i = j
-        wrappers = {"ck_tile", "kentry", "aiter", "vllm", "sglang", "sgl_hip", "at", "native", "c10", "std"}
-        picked = next((x for x in ids if x.endswith("_kernel")), None) or next(
-            (x for x in ids if x not in wrappers), None)
-        return _trim(_strip_kernel(picked), n) if picked else _trim(s, n)
+    if s.startswith("_Z"):
+        picked = mangled_identifier(s)
+        return ellipsize(_strip_kernel(picked), n)
     s = re.sub(r"^std::enable_if<.*?>::type\s+", "", s)
     s = re.sub(r"^void\s+", "", s).replace("(anonymous namespace)::", "")
     head = re.split(r"[<(]", s, maxsplit=1)[0].strip()
     base = head.split("::")[-1] or head
     if re.search(r"elementwise_kernel|reduce_kernel|^unrolled_|^launch_", base):
-        inner = s[len(head):]
-        for pat in _FUNCTOR_PATTERNS:
-            for m in re.finditer(pat, inner):
-                if m.group(1) not in _GENERIC:
-                    return _trim(m.group(1).lower(), n)
-    return _trim(_strip_kernel(base), n)
-
-
-#: Where the op of a PyTorch elementwise / reduce template is named, most specific first: the
-#: CUDAFunctor_<op> family, <op>_kernel[_cuda|_impl] functions, <Op>Functor / <Op>Ops structs,
-#: <op>_functor, and the function whose lambda the template runs (``copy_device_to_device(…)``).
-_FUNCTOR_PATTERNS = (
-    r"CUDAFunctor(?:OnSelf|OnOther)?_(\w+)",
-    r"(\w+?)_kernel(?:_cuda|_impl)?\b",
-    r"(\w+?)(?:Functor|Ops)\b",
-    r"(\w+?)_functor\b",
-    r"(\w+)\(at::TensorIterator",
-)
-_GENERIC = frozenset({
-    "elementwise", "vectorized_elementwise", "unrolled_elementwise", "gpu", "gpu_kernel_impl", "reduce", "A",
-    "AUnary", "BUnary", "Binary", "Unary", "func_wrapper_t", "index_elementwise", "elementwise_kernel_manual_unroll",
-})
+        functor = torch_functor(s[len(head):])
+        if functor:
+            return ellipsize(functor.lower(), n)
+    return ellipsize(_strip_kernel(base), n)
 
 
 def _strip_kernel(x: str) -> str:
     return re.sub(r"_kernel$", "", x) or x
-
-
-def _trim(x: str, n: int) -> str:
-    return x if len(x) <= n else x[: n - 1] + "…"
 
 
 def op_bytes(op: str, dims: list[Any], types: list[Any]) -> tuple[float, float] | None:
@@ -406,19 +370,7 @@ class Fusion(Analyzer, name="fusion"):
     @staticmethod
     def _device(con: duckdb.DuckDBPyConnection, run_id: str) -> DeviceSpec | None:
         """The spec of the run's busiest device (most device rows), or None."""
-        r = con.execute(
-            """WITH busy AS (SELECT rank, device, count(*) AS n FROM kernels WHERE run_id = ? GROUP BY ALL)
-               SELECT d.* FROM devices d LEFT JOIN busy b USING (rank, device)
-               WHERE d.run_id = ? ORDER BY b.n DESC NULLS LAST, d.rank, d.device LIMIT 1""",
-            [run_id, run_id])
-        cols = [c[0] for c in r.description]
-        rows = r.fetchall()
-        if not rows:
-            return None
-        row = dict(zip(cols, rows[0], strict=True))
-        if row.get("vendor") == "cpu":
-            return None
-        return identify(row)
+        return run_device(con, run_id)[1]
 
 
 def _chain_text(g: ChainGroup, most: int = 4) -> str:
@@ -430,7 +382,7 @@ def _chain_text(g: ChainGroup, most: int = 4) -> str:
 
 
 def _ms(ns: float) -> str:
-    return f"{ns / 1e6:.2f} ms" if ns >= 1e5 else f"{ns / 1e3:.1f} µs"
+    return duration_ns(ns)
 
 
 # Device windows of the run, passed in as lists ($ranks, $devs, $ws, $we): run_window is computed once.

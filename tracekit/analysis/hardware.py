@@ -343,6 +343,45 @@ def identify(
     return apply_trace_peaks(scale_partition(spec, device_row), device_row)
 
 
+def run_device(con: Any, run_id: str) -> tuple[dict[str, Any] | None, DeviceSpec | None]:
+    """The ``devices`` row of the run's busiest device (most device rows; ties by rank, device)
+    and its catalog spec (None when the device is a CPU or not identified). The device every
+    analyzer costs against; shown as the run's catalog device by the overview and dashboard."""
+    r = con.execute(
+        """WITH busy AS (SELECT rank, device, count(*) AS n FROM kernels WHERE run_id = ? GROUP BY ALL)
+           SELECT d.* FROM devices d LEFT JOIN busy b USING (rank, device)
+           WHERE d.run_id = ? ORDER BY b.n DESC NULLS LAST, d.rank, d.device LIMIT 1""",
+        [run_id, run_id],
+    )
+    cols = [c[0] for c in r.description]
+    rows = r.fetchall()
+    if not rows:
+        return None, None
+    row = dict(zip(cols, rows[0], strict=True))
+    if row.get("vendor") == "cpu":
+        return row, None
+    return row, identify(row)
+
+
+def run_devices(con: Any) -> dict[str, tuple[dict[str, Any], DeviceSpec | None]]:
+    """:func:`run_device` of every run of the store in one query (the dashboard's Runs and weekly
+    pages): run id → (device row, catalog spec or None). Runs without a device row are absent."""
+    r = con.execute(
+        """WITH busy AS (SELECT run_id, rank, device, count(*) AS n FROM kernels GROUP BY ALL)
+           SELECT d.* FROM devices d LEFT JOIN busy b USING (run_id, rank, device)
+           QUALIFY row_number() OVER (PARTITION BY d.run_id ORDER BY b.n DESC NULLS LAST, d.rank, d.device) = 1""")
+    cols = [c[0] for c in r.description]
+    seen: dict[tuple[Any, ...], DeviceSpec | None] = {}
+    out: dict[str, tuple[dict[str, Any], DeviceSpec | None]] = {}
+    for values in r.fetchall():
+        row = dict(zip(cols, values, strict=True))
+        key = tuple((k, repr(v)) for k, v in row.items() if k not in ("run_id", "rank", "device"))
+        if key not in seen:
+            seen[key] = None if row.get("vendor") == "cpu" else identify(row)
+        out[str(row["run_id"])] = (row, seen[key])
+    return out
+
+
 def ridge_point(spec: DeviceSpec, dtype: str = "bf16") -> float | None:
     """Arithmetic intensity (FLOP/byte) where ``dtype``'s peak meets HBM bandwidth; None if unknown.
 

@@ -49,6 +49,7 @@ from typing import Any
 import duckdb
 
 from tracekit.analysis.base import Analyzer, AnalyzerResult, Better, Finding, Metric, run_share_severity
+from tracekit.formatting import duration_ns
 
 GRAPH_RESIDUAL_GAP_NS = 1_000  # ns per kernel a graph replay still leaves between kernels
 MIN_FINDING_FRACTION = 0.01  # of the window: below this no finding (base.RUN_SHARE_INFO)
@@ -114,7 +115,7 @@ _KIND_LABEL = {"data_loading": "data-loading spans", "compile": "compilations", 
 
 
 def _ms(ns: float) -> str:
-    return f"{ns / 1e6:,.2f} ms" if ns < 1e10 else f"{ns / 1e9:,.1f} s"
+    return duration_ns(ns)
 
 
 class LaunchIdle(Analyzer, name="launch_idle"):

@@ -66,7 +66,7 @@ import duckdb
 
 from tracekit.analysis import models
 from tracekit.analysis.base import Analyzer, AnalyzerResult, Finding, Metric, Severity
-from tracekit.analysis.hardware import DeviceSpec, identify, ridge_point
+from tracekit.analysis.hardware import DeviceSpec, ridge_point, run_device
 from tracekit.analysis.step_costing import MIN_COUNTER_COVERAGE, ModelCosting, model_costing
 
 SAVING_WARNING = 0.10  # share of the device window a fix would save: warning from here
@@ -852,20 +852,8 @@ class MemoryBoundDecode(Analyzer, name="memory_bound_decode"):
 
     @staticmethod
     def _device(con: duckdb.DuckDBPyConnection, run_id: str) -> DeviceSpec | None:
-        r = con.execute(
-            """WITH busy AS (SELECT rank, device, count(*) AS n FROM kernels WHERE run_id = ? GROUP BY ALL)
-               SELECT d.* FROM devices d LEFT JOIN busy b USING (rank, device)
-               WHERE d.run_id = ? ORDER BY b.n DESC NULLS LAST, d.rank, d.device LIMIT 1""",
-            [run_id, run_id],
-        )
-        cols = [c[0] for c in r.description]
-        rows = r.fetchall()
-        if not rows:
-            return None
-        row = dict(zip(cols, rows[0]))
-        if row.get("vendor") == "cpu":
-            return None
-        return identify(row)
+        """The spec of the run's busiest device (most device rows), or None."""
+        return run_device(con, run_id)[1]
 
     @staticmethod
     def _xla_costs(con: duckdb.DuckDBPyConnection, run_id: str, w_sql: str, w_params: list[Any]) -> list[Costed]:

@@ -109,6 +109,7 @@ from tracekit.analysis.base import (
     run_window_ns,
 )
 from tracekit.analysis.hardware import DeviceSpec, identify, ridge_point
+from tracekit.formatting import duration_ns
 
 LAYOUT_WARNING_FRACTION = 0.10  # time-weighted padded share of tiled-op time
 LAYOUT_INFO_FRACTION = 0.02
@@ -644,7 +645,7 @@ class PaddingWaste(Analyzer, name="padding_waste"):
         w = worst[0]
         return [Finding(
             severity=sev,
-            title=(f"GEMM dimensions misfit the {spec.name} matrix tile: ≤{wasted / 1e6:.3f} ms of padded "
+            title=(f"GEMM dimensions misfit the {spec.name} matrix tile: ≤{duration_ns(wasted)} of padded "
                    f"MACs ({share:.1%} of the run window; {1 - eff_w:.0%} of compute-bound GEMM time)"),
             detail=(
                 f"The matrix unit works on {tile[0]}×{tile[1]}×{tile[2]} (M×N×K) tiles; {w['op']} has "
@@ -652,7 +653,7 @@ class PaddingWaste(Analyzer, name="padding_waste"):
                 f"{w['flop_per_byte']:.0f} FLOP/byte: compute-bound). Make head_dim, hidden and vocabulary "
                 "sizes multiples of the tile, or pack heads so the padded dimension fills the tile. The "
                 "saving assumes time ∝ padded MACs (an upper bound). "
-                f"{len(skipped)} memory-bound GEMMs ({skipped_ns / 1e6:.3f} ms: M ≤ {SKINNY_M} or below the "
+                f"{len(skipped)} memory-bound GEMMs ({duration_ns(skipped_ns)}: M ≤ {SKINNY_M} or below the "
                 "ridge) are left out: padding costs them no time."
             ),
             evidence={"tile_mnk": list(tile), "time_ns": int(total), "wasted_ns": int(wasted), "gemms": worst,
@@ -713,8 +714,8 @@ class PaddingWaste(Analyzer, name="padding_waste"):
             severity=sev,
             title=f"Sequence buckets pad {tok:.0%} of prefill tokens (≈{frac:.0%} of prefill time)",
             detail=(
-                f"{len(calls)} prefill calls ran padded lengths; assuming time ∝ tokens, {wasted / 1e6:.1f} ms "
-                f"of {total / 1e6:.1f} ms went to padding. " + _BUCKET_REMEDY
+                f"{len(calls)} prefill calls ran padded lengths; assuming time ∝ tokens, {duration_ns(wasted)} "
+                f"of {duration_ns(total)} went to padding. " + _BUCKET_REMEDY
             ),
             evidence={"calls": calls, "time_ns": total, "wasted_ns": int(wasted), "assumption": "time ∝ tokens"},
             saving_ns=int(wasted),
@@ -834,11 +835,11 @@ class PaddingWaste(Analyzer, name="padding_waste"):
         unit = "cu" if amd else "sm"
         cus, res_key = w[f"{unit}s"], f"resident_blocks_per_{unit}"
         blocks_word, sm_word, one = ("workgroups", "CUs", "a CU") if amd else ("blocks", "SMs", "an SM")
-        bound = (f"; ≤{upper / 1e6:.3f} ms if per-block time is fixed" if upper > wasted * 1.005
+        bound = (f"; ≤{duration_ns(upper)} if per-block time is fixed" if upper > wasted * 1.005
                  else "; one resident per SM/CU, so a full wave either way")
         return [Finding(
             severity=sev,
-            title=(f"GPU wave tails cost ≈{wasted / 1e6:.3f} ms ({share:.1%} of the run window{bound}), "
+            title=(f"GPU wave tails cost ≈{duration_ns(wasted)} ({share:.1%} of the run window{bound}), "
                    f"last-wave efficiency {lw:.0%}"),
             detail=(
                 f"{w['kernel'][:80]} launches {w['blocks']} {blocks_word} on {cus} {sm_word} × "
@@ -846,9 +847,9 @@ class PaddingWaste(Analyzer, name="padding_waste"):
                 f"{w['last_wave_efficiency']:.0%} full ({w['last_wave_blocks']} {blocks_word}, "
                 f"≤{w[f'last_wave_blocks_per_{unit}']} per {sm_word[:-1]}). Model: {one}'s throughput "
                 f"is shared by its resident {blocks_word}, so a partial wave of r {blocks_word} on C "
-                f"slots costs ⌈r ÷ {sm_word}⌉ ÷ resident of a full wave (≈{wasted / 1e6:.3f} ms over the "
+                f"slots costs ⌈r ÷ {sm_word}⌉ ÷ resident of a full wave (≈{duration_ns(wasted)} over the "
                 "run); it costs a whole wave only when per-block time is fixed (latency-bound, or 1 "
-                f"resident): the upper bound {upper / 1e6:.3f} ms. Pick tile sizes (or split-K / "
+                f"resident): the upper bound {duration_ns(upper)}. Pick tile sizes (or split-K / "
                 f"stream-K) so that {blocks_word} fill whole waves"
                 + (", or free the limiting resource (VGPRs/AGPRs, LDS) so more workgroups fit per CU."
                    if amd else ".")

@@ -87,6 +87,8 @@ from tracekit.analysis.base import (
     run_window_ns,
 )
 from tracekit.analysis.hardware import identify
+from tracekit.formatting import duration_ns
+from tracekit.names import short_kernel_name
 
 STALL_WARNING_FRACTION = 0.50  # stall-weighted share of counted kernel time (wave counters)
 STALL_CRITICAL_FRACTION = 0.75  # same
@@ -292,17 +294,17 @@ class WaveStalls(Analyzer, name="wave_stalls"):
             top = max(by_reason, key=lambda r: by_reason[r] or 0.0) if by_reason else None
             lead_text = (
                 f"{lead['samples']} samples, stalled {lead['stalled_fraction']:.0%}" if by_samples
-                else f"{lead['stall_weighted_ns'] / 1e6:.3f} ms stall-weighted of "
-                     f"{lead['time_ns'] / 1e6:.3f} ms")
+                else f"{duration_ns(lead['stall_weighted_ns'])} stall-weighted of "
+                     f"{duration_ns(lead['time_ns'])}")
             title = (f"PC samples: waves stalled in {stalled:.0%} of samples, "
                      + ("pooled over kernels (no kernel trace)" if by_samples else "time-weighted")
                      + (f" (most often {top}, {by_reason[top]:.0%})" if top else "")
-                     + f"; top: {_short(lead['kernel'])} ({lead_text})")
+                     + f"; top: {short_kernel_name(lead['kernel'])} ({lead_text})")
             lines = []
             for k in stochastic[:3]:
                 hist = ", ".join(f"{b} {f:.0%}" for b, f in list(k["fractions"].items())[:4])
                 meaning = PC_STALL_MEANING.get(k["top_reason"] or "", "")
-                lines.append(f"{_short(k['kernel'])}: {k['samples']} samples, stalled {k['stalled_fraction']:.0%} "
+                lines.append(f"{short_kernel_name(k['kernel'])}: {k['samples']} samples, stalled {k['stalled_fraction']:.0%} "
                              f"({hist})" + (f"; top stall {k['top_reason']}: a wave that {meaning}" if meaning else "")
                              + ".")
             detail = " ".join(lines) + (
@@ -310,10 +312,10 @@ class WaveStalls(Analyzer, name="wave_stalls"):
                 "kernels; a sample is one wave's state at one instant, so the fractions are of sampled wave time.")
         else:
             lead = host_trap[0]
-            title = (f"PC samples (host trap, no stall reasons): {_short(lead['kernel'])} spends "
+            title = (f"PC samples (host trap, no stall reasons): {short_kernel_name(lead['kernel'])} spends "
                      f"{lead['waitcnt_fraction']:.0%} of its samples in s_waitcnt")
             detail = ("Host-trap samples record the instruction each sampled wave was at, not why it waited. "
-                      + " ".join(f"{_short(k['kernel'])}: " + ", ".join(
+                      + " ".join(f"{short_kernel_name(k['kernel'])}: " + ", ".join(
                           f"{b} {f:.0%}" for b, f in list(k["fractions"].items())[:4]) + "." for k in host_trap[:3])
                       + " Stall reasons need stochastic sampling: "
                       + pc_sampling_advice(amd_family(con, run_id)))
@@ -530,9 +532,9 @@ class WaveStalls(Analyzer, name="wave_stalls"):
             return None
         severity = min(severity, cap, key=_SEVERITY_RANK.index)
         lead = top[0]
-        title = (f"{what}; top: {_short(lead['kernel'])} "
-                 f"({lead['stall_weighted_ns'] / 1e6:.3f} ms stall-weighted of {lead['time_ns'] / 1e6:.3f} ms)")
-        lines = [f"{_short(r['kernel'])}: {_diagnosis(r, is_tpu)}." for r in top[:3]]
+        title = (f"{what}; top: {short_kernel_name(lead['kernel'])} "
+                 f"({duration_ns(lead['stall_weighted_ns'])} stall-weighted of {duration_ns(lead['time_ns'])})")
+        lines = [f"{short_kernel_name(r['kernel'])}: {_diagnosis(r, is_tpu)}." for r in top[:3]]
         coverage = counted_ns / total_ns if total_ns else None
         cov_text = (f" The ranking covers {coverage:.0%} of kernel time (kernels with a stall measure)."
                     if coverage is not None and coverage < 0.999 else "")
@@ -650,8 +652,8 @@ class WaveStalls(Analyzer, name="wave_stalls"):
         severity: Severity = "warning" if wf >= SYNC_WAIT_WARNING_FRACTION else "info"
         finding = Finding(
             severity=severity,
-            title=(f"TPU cores waited {waits / 1e6:.3f} ms at barriers and dependencies; worst TPU:{worst['device']} "
-                   f"{(worst['barrier_cores_ns'] + worst['dependency_wait_ns']) / 1e6:.3f} ms ({wf:.2%} of its op window)"),
+            title=(f"TPU cores waited {duration_ns(waits)} at barriers and dependencies; worst TPU:{worst['device']} "
+                   f"{duration_ns(worst['barrier_cores_ns'] + worst['dependency_wait_ns'])} ({wf:.2%} of its op window)"),
             detail=("barrier-cores spans are cores waiting for each other (collectives, cross-core syncs); "
                     "dependency-wait spans wait on an outstanding operation. Uneven barrier time across devices "
                     "points at a straggler: compare the devices' work before the barrier."),
@@ -701,8 +703,8 @@ def _by_design_text(by_design: list[dict[str, Any]], judged_ns: int) -> str:
     if not t:
         return ""
     lead = max(by_design, key=lambda r: (r["time_ns"], r["kernel"]))
-    return (f" Left out: {t / 1e6:.3f} ms ({t / (t + judged_ns):.0%} of kernel time) in {len(by_design)} "
-            f"kernels whose low occupancy and stalls are by design, led by {_short(lead['kernel'])} "
+    return (f" Left out: {duration_ns(t)} ({t / (t + judged_ns):.0%} of kernel time) in {len(by_design)} "
+            f"kernels whose low occupancy and stalls are by design, led by {short_kernel_name(lead['kernel'])} "
             f"({lead['kernel_class']}): {BY_DESIGN_WHY}.")
 
 
@@ -794,9 +796,9 @@ def _with_stall(r: dict[str, Any]) -> dict[str, Any]:
 def _diagnosis(r: dict[str, Any], is_tpu: bool) -> str:
     if is_tpu:
         if r.get("dma_wait"):
-            return (f"{r['time_ns'] / 1e6:.3f} ms waiting for a DMA transfer ({r['hlo_category']}): overlap the "
+            return (f"{duration_ns(r['time_ns'])} waiting for a DMA transfer ({r['hlo_category']}): overlap the "
                     "copy with compute (start it earlier) or keep the data in HBM instead of offloading it")
-        return f"{r['time_ns'] / 1e6:.3f} ms"
+        return f"{duration_ns(r['time_ns'])}"
     parts = []
     dep, issue, occ = r.get("dependency_wait"), r.get("issue_wait"), r.get("occupancy")
     if dep is not None:
@@ -837,7 +839,3 @@ def _pc_row(k: dict[str, Any]) -> dict[str, Any]:
     keys = ("kernel", "method", "samples", "time_ns", "stalled_fraction", "stall_weighted_ns", "top_reason",
             "waitcnt_fraction", "fractions")
     return {key: k[key] for key in keys if key in k}
-
-
-def _short(name: str, n: int = 60) -> str:
-    return name if len(name) <= n else name[: n - 1] + "…"

@@ -101,6 +101,33 @@ def _known_runs(con: duckdb.DuckDBPyConnection, ids: list[str]) -> dict[str, dic
             for r in rows}
 
 
+def _hardware_note(con: duckdb.DuckDBPyConnection, run_info: dict[str, dict[str, Any]], cands: list[str],
+                   bases: list[str]) -> str | None:
+    """A warning when the compared runs ran on different hardware (the catalog device the
+    analyzers costed against, else the trace's device name): a change may then be the hardware's,
+    not the code's. Sets each run's ``hardware`` in ``run_info``."""
+    from tracekit.analysis.hardware import run_device
+
+    for rid, info in run_info.items():
+        row, spec = run_device(con, rid)
+        info["hardware"] = spec.name if spec is not None else (
+            (row.get("name") or row.get("device_type")) if row is not None else info.get("device")) or "unknown"
+
+    def side(ids: list[str]) -> str:
+        counts: dict[str, int] = {}
+        for r in ids:
+            counts[run_info[r]["hardware"]] = counts.get(run_info[r]["hardware"], 0) + 1
+        return ", ".join(f"{h} ({n} run{'s' if n > 1 else ''})" for h, n in sorted(counts.items()))
+
+    if len({i["hardware"] for i in run_info.values()}) < 2:
+        return None
+    if cands:
+        return (f"warning: the runs ran on different hardware (baseline: {side(bases)}; candidate: "
+                f"{side(cands)}): a change may be the hardware's, not the code's")
+    return (f"warning: this history mixes hardware ({side(list(run_info))}): a change point may be a "
+            "change of machine; give each machine its own workload name")
+
+
 def _series(con: duckdb.DuckDBPyConnection, runs: list[str]) -> dict[tuple[str, str], Series]:
     """Every finite metric of ``runs``, as series keyed by (name, analyzer), in the order of ``runs``."""
     if not runs:
@@ -248,6 +275,9 @@ def run_check(
         notes.append(f"analyzed {len(missing)} run(s) without stored metrics first")
     with open_store(path, read_only=True) as con:
         run_info = _known_runs(con, all_runs)
+        note = _hardware_note(con, run_info, cands, bases)
+        if note:
+            notes.insert(0, note)
         if history is not None:
             return _history_check(con, path, history, all_runs, cfg, dashboard_url, run_info, notes)
         return _pr_check(con, path, cands, bases, cfg, dashboard_url, run_info, notes)

@@ -13,6 +13,7 @@ import json
 from typing import Any
 
 from tracekit.check import CheckResult
+from tracekit.names import short_kernel_name, short_kernel_names
 
 MARKER_PREFIX = "<!-- tracekit-check"
 
@@ -53,8 +54,7 @@ def _esc(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def _short(name: str, n: int = 90) -> str:
-    return name if len(name) <= n else name[: n - 1] + "…"
+
 
 
 def _run(rid: str, runs: dict[str, Any]) -> str:
@@ -68,6 +68,7 @@ def to_markdown(result: CheckResult, key: str | None = None) -> str:
     cfg = d["config"]
     runs = d["runs"]
     lines = [marker(key)]
+    warnings = [n for n in d["notes"] if n.startswith("warning:")]
     if d["tier"] == "pr":
         n_reg = sum(v["verdict"] == "regression" for v in d["verdicts"])
         n_unconfirmed = sum(v["verdict"] == "not significant" for v in d["verdicts"])
@@ -75,6 +76,7 @@ def to_markdown(result: CheckResult, key: str | None = None) -> str:
                 else f"⚪ no significant regression ({n_unconfirmed} change{'s' if n_unconfirmed != 1 else ''} "
                 "above the minimum not confirmed)" if n_unconfirmed else "✅ no regression")
         lines += [f"## tracekit check: {head}", ""]
+        lines += [f"> ⚠️ {_esc(w.removeprefix('warning: '))}" for w in warnings] + ([""] if warnings else [])
         lines.append(f"Candidate: {len(d['candidate_runs'])} run(s) "
                      f"{', '.join(_run(r, runs) for r in d['candidate_runs'])} · Baseline: "
                      f"{len(d['baseline_runs'])} run(s) {', '.join(_run(r, runs) for r in d['baseline_runs'])}")
@@ -128,20 +130,21 @@ def to_markdown(result: CheckResult, key: str | None = None) -> str:
         if e["slower_kernels"]:
             lines += ["", "Kernels that got slower (summed device time):", "",
                       "| kernel | category | baseline ms | candidate ms | Δ ms | launches |", "|---|---|---|---|---|---|"]
-            for k in e["slower_kernels"]:
-                lines.append(f"| `{_esc(_short(k['name']))}` | {k['category']} | {k['a_ms']:.3f} | {k['b_ms']:.3f} | "
+            shorts = short_kernel_names([k["name"] for k in e["slower_kernels"]], 90)
+            for k, short in zip(e["slower_kernels"], shorts):
+                lines.append(f"| `{_esc(short)}` | {k['category']} | {k['a_ms']:.3f} | {k['b_ms']:.3f} | "
                              f"{k['delta_ms']:+.3f} | {k['a_kernels']} → {k['b_kernels']} |")
         else:
             lines += ["", "No kernel shared by both runs got slower."]
         if e["new_kernels"]:
             lines += ["", "New kernels: " + ", ".join(
-                f"`{_esc(_short(k['name'], 60))}` ({k['b_kernels']}×, {k['b_ms']:.3f} ms)" for k in e["new_kernels"])]
+                f"`{_esc(short_kernel_name(k['name'], 60))}` ({k['b_kernels']}×, {k['b_ms']:.3f} ms)" for k in e["new_kernels"])]
         if e["gone_kernels"]:
             lines += ["", "Kernels no longer launched: " + ", ".join(
-                f"`{_esc(_short(k['name'], 60))}` ({k['a_kernels']}×, {k['a_ms']:.3f} ms)" for k in e["gone_kernels"])]
+                f"`{_esc(short_kernel_name(k['name'], 60))}` ({k['a_kernels']}×, {k['a_ms']:.3f} ms)" for k in e["gone_kernels"])]
         if e["launch_count_changes"]:
             lines += ["", "Launch count changes: " + ", ".join(
-                f"`{_esc(_short(k['name'], 60))}` {k['a_kernels']} → {k['b_kernels']}" for k in e["launch_count_changes"])]
+                f"`{_esc(short_kernel_name(k['name'], 60))}` {k['a_kernels']} → {k['b_kernels']}" for k in e["launch_count_changes"])]
         moved = [c for c in e["categories"] if c["delta_ms"]]
         if moved:
             lines += ["", "By kernel category: " + ", ".join(
@@ -149,8 +152,9 @@ def to_markdown(result: CheckResult, key: str | None = None) -> str:
         if e["new_findings"]:
             lines += ["", "New findings:"] + [f"- **{f['severity']}** ({f['analyzer']}) {_esc(f['title'])}"
                                               for f in e["new_findings"]]
-    if d["notes"]:
-        lines += ["", *(f"_{_esc(n)}_" for n in d["notes"])]
+    others = [n for n in d["notes"] if not n.startswith("warning:") or d["tier"] != "pr"]
+    if others:
+        lines += ["", *(f"_{_esc(n)}_" for n in others)]
     return "\n".join(lines) + "\n"
 
 
@@ -178,7 +182,7 @@ def to_slack(result: CheckResult) -> dict[str, Any]:
     for e in d["explanations"]:
         top = e["slower_kernels"][:3]
         if top:
-            lines.append("slower: " + ", ".join(f"`{_short(k['name'], 60)}` {k['delta_ms']:+.3f} ms" for k in top))
+            lines.append("slower: " + ", ".join(f"`{short_kernel_name(k['name'], 60)}` {k['delta_ms']:+.3f} ms" for k in top))
         if e["compare_url"]:
             lines.append(f"<{e['compare_url']}|compare {e['baseline_run']} → {e['candidate_run']}>")
     blocks: list[dict[str, Any]] = [{"type": "section", "text": {"type": "mrkdwn", "text": title}}]

@@ -213,6 +213,15 @@ def ingest(
             "is given); replaces the time read from the trace.",
         ),
     ] = None,
+    one_run: Annotated[
+        bool,
+        typer.Option(
+            "--one-run",
+            help="Ingest a directory as one run even when its files look like separate captures "
+            "(ranks recorded on one host more than a second apart, e.g. decode_* and prefill_* side by "
+            "side), which is refused by default.",
+        ),
+    ] = False,
     model: ModelOpt = None,
     tp: TpOpt = None,
     weights: WeightsOpt = None,
@@ -276,17 +285,20 @@ def ingest(
                     on_start=lambda total: prog.update(task, total=total),
                     python_events=python_events, captured_at=when,
                     on_lock_wait=lambda: err.print(f"waiting for the lock on {store_path}…"),
-                    before_commit=summarize,
+                    before_commit=summarize, one_run=one_run,
                 )
         else:
             results = do_ingest(
                 paths, store_path, label=label, workload=workload, tags=tags, format_name=format_name,
-                python_events=python_events, captured_at=when, before_commit=summarize,
+                python_events=python_events, captured_at=when, before_commit=summarize, one_run=one_run,
             )
         _attach_model([r.run_id for r in results], store_path, model, tp, weights, kv_cache)
     except TracekitError as exc:
         fail(str(exc))
         return
+    for r in results:
+        for w in r.warnings:
+            sys.stderr.write(f"warning: {r.source}: {w}\n")
     if as_json:
         sys.stdout.write(json.dumps([r.as_dict() for r in results], indent=2) + "\n")
         return
@@ -305,40 +317,43 @@ def ingest(
     columns = ["run", "status", "vendor", "device", "files", "device events", "host events"]
     _print_table(f"ingested into {store_path}", columns, runs, right={"files", "device events", "host events"})
     for run_id, (title, cols, rows) in found.items():  # what each new run holds
-        _print_table(
-            f"{run_id}: {title}", cols, [tuple(str(_cell(v)) for v in row) for row in rows],
-            right={c for c in cols if c != "name"},
-        )
+        _print_table(f"{run_id}: {title}", *_activity_cells(cols, rows), right={"calls", "time", "share"})
     sys.stdout.write("".join(f"{r.run_id}\n" for r in results))
+
+
+def _activity_cells(cols: list[str], rows: Sequence[tuple[Any, ...]]) -> tuple[list[str], list[tuple[str, ...]]]:
+    """:func:`tracekit.api.top_activity` rows for people: short names, scaled times, shares in %."""
+    from tracekit import formatting
+    from tracekit.names import short_kernel_names
+
+    shorts = short_kernel_names([str(r[0]) for r in rows], 48)
+    out_cols = ["name", "calls", "time", "share"][: len(cols)]
+    cells = [(n, formatting.count(r[1]), formatting.duration(r[2], "ms"),
+              *([formatting.percent(None if r[3] is None else r[3] / 100)] if len(r) > 3 else []))
+             for n, r in zip(shorts, rows)]
+    return out_cols, cells
 
 
 def _print_table(title: str, columns: list[str], rows: Sequence[tuple[str, ...]], right: set[str]) -> None:
     """A summary table on stderr: Rich on a terminal; plain aligned text otherwise (CI logs,
-    files), which also spares the ~0.04 s of loading Rich. Names are cut at 48 characters so
-    the numbers fit in 80 columns."""
+    files), which also spares the ~0.04 s of loading Rich. Names come shortened
+    (:func:`tracekit.names.short_kernel_names`)."""
     if sys.stderr.isatty():
         from rich.table import Table
 
         table = Table(title=title, title_justify="left")
         for c in columns:
             if c == "name":
-                table.add_column(c, overflow="ellipsis", no_wrap=True, max_width=48)
+                table.add_column(c, overflow="ellipsis", no_wrap=True)
             else:
                 table.add_column(c, justify="right" if c in right else "left", overflow="fold")
         for row in rows:
             table.add_row(*row)
         err.print(table)
         return
-    cut = [tuple(v if columns[i] != "name" or len(v) <= 48 else v[:47] + "…" for i, v in enumerate(row)) for row in rows]
-    widths = [max([len(c), *(len(row[i]) for row in cut)]) for i, c in enumerate(columns)]
+    from tracekit.cli.render import text_table
 
-    def line(cells: tuple[str, ...] | list[str]) -> str:
-        return "  ".join(
-            v.rjust(w) if c in right else v.ljust(w) for c, v, w in zip(columns, cells, widths)
-        ).rstrip()
-
-    text = [title, line(columns), line(["-" * w for w in widths]), *(line(row) for row in cut)]
-    sys.stderr.write("\n".join(text) + "\n")
+    sys.stderr.write(text_table(columns, rows, right=right, title=title))
 
 
 def _cell(v: Any) -> Any:
@@ -359,7 +374,14 @@ def _cell(v: Any) -> Any:
 WHOLE_COLUMNS = frozenset({"run_id"})
 
 
-def _emit(columns: list[str], rows: list[tuple[Any, ...]], fmt: str, title: str | None = None) -> None:
+#: Table cells longer than this many characters are shortened (tracekit.names.short_kernel_names:
+#: kernel names the way people say them, other text cut in the middle, the values of one column
+#: kept apart) unless --full is given.
+LONG_CELL = 60
+
+
+def _emit(columns: list[str], rows: list[tuple[Any, ...]], fmt: str, title: str | None = None,
+          full: bool = False) -> None:
     if fmt == "json":
         sys.stdout.write(json.dumps([dict(zip(columns, map(_cell, r))) for r in rows], default=str))
         sys.stdout.write("\n")
@@ -369,15 +391,30 @@ def _emit(columns: list[str], rows: list[tuple[Any, ...]], fmt: str, title: str 
         for r in rows:
             w.writerow(["" if v is None else json.dumps(_cell(v)) if isinstance(v, (dict, list)) else _cell(v) for v in r])
     else:
+        from tracekit.cli.render import cell, text_table
+        from tracekit.names import short_kernel_names
+
+        cells = [[cell(_cell(v)) for v in r] for r in rows]
+        if not full:  # long text (kernel names, evidence JSON) shortened, kept apart; --full keeps it
+            for i, c in enumerate(columns):
+                if c not in WHOLE_COLUMNS and any(len(r[i]) > LONG_CELL for r in cells):
+                    for cells_row, short in zip(cells, short_kernel_names([x[i] for x in cells], LONG_CELL)):
+                        cells_row[i] = short
+        numeric = {c for i, c in enumerate(columns)
+                   if rows and all(isinstance(r[i], (int, float, decimal.Decimal)) or r[i] is None for r in rows)}
+        if not out.is_terminal:  # logs, pipes, files: plain text, nothing wrapped
+            sys.stdout.write(text_table(columns, cells, right=numeric, title=title))
+            return
         from rich.table import Table
 
         table = Table(title=title, title_justify="left")
         for i, c in enumerate(columns):
-            whole = c in WHOLE_COLUMNS
-            width = max([len(c), *(len(str(r[i])) for r in rows if r[i] is not None)]) if whole else None
-            table.add_column(c, overflow="fold", no_wrap=whole, min_width=width)
-        for r in rows:
-            table.add_row(*("" if v is None else str(_cell(v)) for v in r))
+            whole = c in WHOLE_COLUMNS or c in numeric
+            width = max([len(c), *(len(r[i]) for r in cells)]) if c in WHOLE_COLUMNS else None
+            table.add_column(c, overflow="fold", no_wrap=whole, min_width=width,
+                             justify="right" if c in numeric else "left")
+        for cells_row in cells:
+            table.add_row(*cells_row)
         out.print(table)
 
 
@@ -407,15 +444,16 @@ def runs(store: StoreOpt = None, fmt: FormatOpt = "table") -> None:
         fail(str(exc))
         return
     if fmt == "table":  # the human view: the columns that fit a terminal
+        from tracekit import formatting
+
         keep = ["run_id", "vendor", "device_name", "workload", "label", "ranks", "device_events",
                 "device_time_ms", "span_ms", "captured_at"]
         idx = [columns.index(c) for c in keep]
         columns = ["run_id", "vendor", "device", "workload", "label", "ranks", "device events",
-                   "device ms", "span ms", "captured (UTC)"]
-        rows = [
-            tuple(r[i].strftime("%Y-%m-%d %H:%M") if isinstance(r[i], dt.datetime) else r[i] for i in idx)
-            for r in rows
-        ]
+                   "device time", "span", "captured (UTC)"]
+        units = ["", "", "", "", "", "count", "count", "ms", "ms", ""]
+        rows = [tuple(r[i] if isinstance(r[i], str) else formatting.value(r[i], u) for i, u in zip(idx, units))
+                for r in rows]
     _emit(columns, rows, fmt)
 
 
@@ -466,6 +504,8 @@ def query(
     sql: Annotated[str, typer.Argument(help="One read-only SQL statement over the store's views.", metavar="SQL")],
     store: StoreOpt = None,
     fmt: FormatOpt = "table",
+    full: Annotated[bool, typer.Option("--full", help="Table: print long values (kernel names, JSON) whole "
+                                       f"instead of cutting their middle past {LONG_CELL} characters.")] = False,
 ) -> None:
     """Run a read-only SQL query (views: runs, kernels, ops, runtime_calls, launches, ...; the analysis
     library: idle_gaps, steps, run_window, run_workload, device_time_by_class, ... — docs/sql.md)."""
@@ -477,7 +517,7 @@ def query(
     except TracekitError as exc:
         fail(str(exc))
         return
-    _emit(columns, rows, fmt)
+    _emit(columns, rows, fmt, full=full)
 
 
 @app.command()
@@ -524,6 +564,9 @@ def analyze(
     except TracekitError as exc:
         fail(str(exc))
         return
+    if not results and all_runs and not run_ids:
+        err.print("nothing to analyze: every run in the store has been analyzed "
+                  "(give RUN ids to analyze them again)")
     _print_findings(results, fmt)
     # AMD runs captured without any counters get no per-run finding (wave_stalls metric
     # stall_counters_present = 0): the one-pass rocprofv3 line is said once per invocation
@@ -554,7 +597,17 @@ def _print_findings(results: list[dict[str, Any]], fmt: str) -> None:
             sys.stdout.write("\n")
             serving = _serving_metrics(run)
             if serving:
-                sys.stdout.write("Serving: " + ", ".join(f"{n} {v} {u}" for n, v, u in serving) + "\n\n")
+                sys.stdout.write("Serving: " + ", ".join(f"{n} {v}" for n, v in serving) + "\n\n")
+        return
+    if not out.is_terminal:  # logs, pipes, files: plain text, nothing wrapped or boxed
+        for run in results:
+            lines = [f"{run['run_id']}: findings"]
+            lines += [f"[{f['severity']}] {f['analyzer']}: {f['title']}\n    {f['detail']}" for f in run["findings"]]
+            sys.stdout.write("\n".join(lines if run["findings"] else [*lines, "no findings"]) + "\n")
+            serving = _serving_metrics(run)
+            if serving:
+                _emit(["metric", "value"], serving, "table",
+                      title=f"{run['run_id']}: serving (request latency, throughput, cost per token)")
         return
     from rich.table import Table
 
@@ -569,14 +622,43 @@ def _print_findings(results: list[dict[str, Any]], fmt: str) -> None:
         out.print(table)
         serving = _serving_metrics(run)
         if serving:
-            _emit(["metric", "value", "unit"], serving, "table",
+            _emit(["metric", "value"], serving, "table",
                   title=f"{run['run_id']}: serving (request latency, throughput, cost per token)")
 
 
-def _serving_metrics(run: dict[str, Any]) -> list[tuple[str, Any, str]]:
-    """The serving analyzer's metrics of one analyze_runs() result, values rounded for display."""
-    return [(m["name"], None if m["value"] is None else round(m["value"], 4), m["unit"])
+def _serving_metrics(run: dict[str, Any]) -> list[tuple[str, str]]:
+    """The serving analyzer's metrics of one analyze_runs() result, formatted for people."""
+    from tracekit import formatting
+
+    return [(m["name"], formatting.value(m["value"], m["unit"]))
             for m in run["metrics"] if m["analyzer"] == "serving"]
+
+
+@app.command()
+def summary(
+    run_id: Annotated[str, typer.Argument(help="Run id (or a unique prefix of it).", show_default=False)],
+    store: StoreOpt = None,
+    full_names: Annotated[bool, typer.Option("--full-names", help="Print kernel names whole.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the overview as JSON for scripts.")] = False,
+) -> None:
+    """One screen about a run: device, busy %, step time, MBU/MFU with coverage, time by kernel
+    class, top kernels (short names) and the top findings (at most 40 lines of 80 columns).
+
+    A run never analyzed is analyzed first and its findings stored."""
+    import dataclasses
+
+    from tracekit.api import run_summary
+    from tracekit.cli.render import summary_text
+
+    try:
+        ov = run_summary(run_id, store)
+    except TracekitError as exc:
+        fail(str(exc))
+        return
+    if as_json:
+        sys.stdout.write(json.dumps(_cell(dataclasses.asdict(ov)), default=str) + "\n")
+        return
+    sys.stdout.write(summary_text(ov, full_names=full_names))
 
 
 @app.command()
@@ -642,14 +724,36 @@ def compare(
     if fmt == "csv":
         _emit(cat_cols, cat_rows, "csv")
         return
+    hw = _hardware_note(res["a"], res["b"], store)
+    if hw:
+        err.print(hw, markup=False)
     _emit(cat_cols, cat_rows, "table", title=f"A = {run_a}, B = {run_b}: device time per category")
-    if k_rows:  # names shortened for the terminal; csv/json keep them whole
-        k_rows = [(r[0], r[1] if len(r[1]) <= 80 else r[1][:79] + "…", *r[2:]) for r in k_rows]
+    if k_rows:  # names shortened for people; csv/json keep them whole
+        from tracekit.names import short_kernel_names
+
+        k_rows = [(r[0], short, *r[2:]) for r, short in zip(k_rows, short_kernel_names([r[1] for r in k_rows]))]
         _emit(k_cols, k_rows, "table", title="kernels with the largest time change per category")
     else:
         out.print("no kernel names shared by the two runs: no per-kernel changes")
     if s_rows:
         _emit(s_cols, s_rows, "table", title="serving: request latency, throughput and cost per token")
+
+
+def _hardware_note(a: str, b: str, store: Path | None) -> str | None:
+    """A warning when runs A and B ran on different hardware (the catalog devices)."""
+    from tracekit.analysis.hardware import run_device
+    from tracekit.store import open_store
+
+    path = store if store is not None else _default_store_path()
+    with open_store(path, read_only=True) as con:
+        names = []
+        for rid in (a, b):
+            row, spec = run_device(con, rid)
+            names.append(spec.name if spec else (row.get("name") or row.get("device_type")) if row else None)
+    if names[0] == names[1]:
+        return None
+    return (f"warning: A ran on {names[0] or 'an unstated device'}, B on {names[1] or 'an unstated device'}: "
+            "time differences are the hardware's as much as the code's")
 
 
 @app.command()
@@ -772,6 +876,7 @@ def capture(
     Ctrl-C closes the window early; what was captured is still ingested.
     """
     import threading
+    import time
 
     from tracekit.collectors.capture import CaptureSpec, CaptureStatus, capture_and_ingest
 
@@ -819,32 +924,48 @@ def capture(
             status.update(f"ingesting {s.trace_bytes / 1e6:.1f} MB of traces into {store_path}")
             return
         reqs = f" · {s.requests_done} requests ({s.request_errors} errors)" if load_spec else ""
-        status.update(f"{s.phase} · {s.elapsed_s:.1f} s{window}{reqs} · trace {s.trace_bytes / 1e6:.1f} MB")
+        # the profilers write their traces when the window closes: no size to show before
+        trace = f" · trace {s.trace_bytes / 1e6:.1f} MB" if s.trace_bytes else ""
+        status.update(f"{s.phase} · {s.elapsed_s:.1f} s{window}{reqs}{trace}")
 
     try:
         if status is not None:
             status.start()
         try:
+            t_ingest = 0.0
+
+            def timed(s: CaptureStatus) -> None:
+                nonlocal t_ingest
+                if s.phase == "ingesting":
+                    t_ingest = time.monotonic()
+                show(s)
+
             result, run = _interruptible(lambda: capture_and_ingest(
-                spec, store_path, label=label, workload=workload, tags=tags, stop=stop, on_status=show,
+                spec, store_path, label=label, workload=workload, tags=tags, stop=stop, on_status=timed,
             ), stop)
         finally:
             if status is not None:
                 status.stop()
+        result.timings["ingesting"] = time.monotonic() - t_ingest
         _attach_model([run.run_id], store_path, model, tp, weights, kv_cache)
         findings = None
         if analyze_run and (run.created or model is not None):
             from tracekit.api import analyze_runs
 
+            t0 = time.monotonic()
             findings = analyze_runs([run.run_id], store_path)
+            result.timings["analyzing"] = time.monotonic() - t0
     except TracekitError as exc:
         fail(str(exc))
         return
     window = result.window_requests()
     summary = window.summary() if window is not None else None
+    if load_spec is not None and (summary is None or summary.requests == 0):
+        result.notes.append("the load driver completed no request inside the window: the run has no request "
+                            "metrics (is the server answering? try a longer --duration or --warmup)")
     if as_json:
         sys.stdout.write(json.dumps({
-            "run": run.as_dict(), "out_dir": str(result.out_dir),
+            "run": run.as_dict(), "out_dir": str(result.out_dir), "timings_s": result.timings,
             "trace_files": [str(p) for p in result.trace_files],
             "window_start_ns": result.window_start_ns, "window_end_ns": result.window_end_ns,
             "interrupted": result.interrupted, "notes": result.notes,
@@ -856,7 +977,11 @@ def capture(
     err.print(f"captured {len(result.trace_files)} trace file(s) into {result.out_dir} "
               f"({win:.2f} s window{', interrupted' if result.interrupted else ''})", markup=False)
     for note in result.notes:
-        err.print(f"note: {note}", markup=False)
+        err.print(f"{'warning' if 'no request' in note else 'note'}: {note}", markup=False)
+    from tracekit import formatting
+
+    err.print("time: " + " · ".join(f"{k} {formatting.duration(v, 's')}" for k, v in result.timings.items()
+                                    if k != "end"), markup=False)
     if summary is not None:
         def ms(v: float | None) -> str:
             return "n/a" if v is None else f"{v:.1f}"
@@ -1058,6 +1183,9 @@ def check(
     markdown = to_markdown(result, comment_key)
     text = to_json(result) if fmt == "json" else markdown
     sys.stdout.write(text)
+    for note in result.notes:  # said in the log too, not only inside the message
+        if note.startswith("warning:"):
+            err.print(note, markup=False)
     if output is not None:
         try:
             output.write_text(text)

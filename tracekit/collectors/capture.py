@@ -26,8 +26,10 @@ All times are wall-clock; ``*_ns`` values are Unix-epoch nanoseconds; durations 
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -156,6 +158,9 @@ class CaptureResult:
     command_returncode: int | None = None
     load: LoadResult | None = None
     notes: list[str] = field(default_factory=list)
+    #: wall time per phase, seconds, in order (starting, warmup, capturing, draining; the caller
+    #: adds ingesting and analyzing): where a capture's time went
+    timings: dict[str, float] = field(default_factory=dict)
 
     def window_requests(self) -> LoadResult | None:
         """The load's result restricted to requests that started inside the capture window."""
@@ -317,6 +322,28 @@ def _stderr_fd() -> int | None:
         return None
 
 
+#: Lines the profiled command's libraries print that say nothing to the user: libkineto's
+#: ``USDT:<time> <pid>:<tid> SyncActivityProfilerHandler.cpp:59] profiler_stop`` probes.
+_NOISE = re.compile(rb"^USDT:\S+ \S+ \S+ \S+\] profiler_(start|stop)\s*$")
+
+
+def _forward_stderr(pipe: Any) -> None:
+    """Copy the command's stderr to ours, line by line, leaving out :data:`_NOISE`."""
+    out = getattr(sys.stderr, "buffer", None)
+    for line in iter(pipe.readline, b""):
+        if _NOISE.match(line):
+            continue
+        try:
+            if out is not None:
+                out.write(line)
+                out.flush()
+            else:
+                sys.stderr.write(line.decode(errors="replace"))
+        except (OSError, ValueError):
+            pass
+    pipe.close()
+
+
 #: Commands started by captures in this process and not reaped yet: :func:`terminate_children`
 #: stops them when a capture is aborted (their own session keeps the terminal's signals away).
 _LIVE: set[subprocess.Popen[bytes]] = set()
@@ -338,8 +365,12 @@ def _start_command(command: Sequence[str], env: dict[str, str]) -> subprocess.Po
         # own session: a Ctrl-C in the terminal reaches tracekit only, which then closes the
         # window, lets the processes export their traces, and stops the command itself
         # the command's stdout goes to our stderr: tracekit's stdout carries its own result (--json)
-        proc = subprocess.Popen(list(command), env=env, start_new_session=True, stdout=_stderr_fd())
+        proc = subprocess.Popen(list(command), env=env, start_new_session=True, stdout=_stderr_fd(),
+                                stderr=subprocess.PIPE)
         _LIVE.add(proc)
+        assert proc.stderr is not None
+        threading.Thread(target=_forward_stderr, args=(proc.stderr,), name="tracekit-child-stderr",
+                         daemon=True).start()
         return proc
     except OSError as exc:
         raise CaptureError(exe, f"cannot start: {exc.strerror or exc}") from None
@@ -763,19 +794,36 @@ def capture(spec: CaptureSpec, *, stop: threading.Event | None = None,
     ``stop`` (e.g. set on Ctrl-C) closes the window early; what was captured is still returned.
     """
     _check_spec(spec)
+    if spec.command and spec.command[0] in ("python", "python3"):
+        # a bare `python` is the interpreter running tracekit (its venv, its torch/jax), not
+        # whatever PATH holds: outside an activated venv there may be no `python` at all
+        from dataclasses import replace
+
+        spec = replace(spec, command=[sys.executable, *spec.command[1:]])
     out_dir = (spec.out_dir or _default_out_dir()).resolve()
     if out_dir.exists() and any(out_dir.iterdir()):
         raise CaptureError(out_dir, "output directory is not empty (traces of another capture would mix in)")
     out_dir.mkdir(parents=True, exist_ok=True)
     stop = stop or threading.Event()
+    marks: list[tuple[str, float]] = [("starting", time.monotonic())]
+
+    def record(s: CaptureStatus) -> None:  # phase changes, timed; then the caller's display
+        if s.phase != marks[-1][0]:
+            marks.append((s.phase, time.monotonic()))
+        if on_status is not None:
+            on_status(s)
+
     if spec.attach is not None:
-        result = _capture_attach(spec, out_dir, stop, on_status)
+        result = _capture_attach(spec, out_dir, stop, record)
     elif spec.server is not None:
-        result = _capture_server(spec, out_dir, stop, on_status)
+        result = _capture_server(spec, out_dir, stop, record)
     elif spec.backend == "rocprof":
-        result = _capture_rocprof(spec, out_dir, stop, on_status)
+        result = _capture_rocprof(spec, out_dir, stop, record)
     else:
-        result = _capture_hooked(spec, out_dir, stop, on_status)
+        result = _capture_hooked(spec, out_dir, stop, record)
+    marks.append(("end", time.monotonic()))
+    for (phase, t0), (_, t1) in itertools.pairwise(marks):
+        result.timings[phase] = result.timings.get(phase, 0.0) + (t1 - t0)
     _write_capture_files(spec, result)
     return result
 

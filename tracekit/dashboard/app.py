@@ -31,13 +31,17 @@ import duckdb
 from dash import Input, Output, State, dash_table, dcc, html
 from flask import Response, abort, send_file
 
+from tracekit import formatting as fmt
 from tracekit.dashboard import data
 from tracekit.errors import TracekitError
+from tracekit.names import short_kernel_names
 from tracekit.store import connect
 
 DataTable: Any = dash_table.DataTable  # type: ignore[attr-defined]  # generated at import time
 _RUN_ID = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 _GREEN, _RED = "#e3f4e1", "#fbe3e4"
+#: Plotly's mode bar only while the pointer is on a chart, so it never covers a title.
+_GRAPH_CONFIG: Any = {"displaylogo": False, "displayModeBar": "hover"}
 
 _CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;margin:0;color:#222}
@@ -51,6 +55,7 @@ summary{cursor:pointer}pre{font-size:.75rem;background:#f7f7f7;padding:.5rem;ove
 .better{background:#e3f4e1}.worse{background:#fbe3e4}
 .cards{display:flex;flex-wrap:wrap;gap:.6rem}.card{border:1px solid #ddd;border-radius:4px;padding:.4rem .8rem}
 .card b{display:block;font-size:1.1rem}th{text-align:left;padding-right:.8rem}
+.kpi b{font-size:1.5rem}.kpi small{display:block;color:#777;max-width:16rem}.sub{color:#444;margin-top:-.4rem}
 """
 
 
@@ -136,8 +141,10 @@ def page_runs(con: duckdb.DuckDBPyConnection, params: dict[str, list[str]]) -> l
     for r in rows:
         r["run"] = f"[{r['run_id']}](/run?run={r['run_id']})"
     columns = [{"name": "run", "id": "run", "presentation": "markdown"}]
-    labels = {m.name: m.label for m in data.HEADLINE_METRICS} | {"captured_at": "captured (UTC)"}
+    labels = {m.id: m.label for m in data.HEADLINE_METRICS} | {"captured_at": "captured (UTC)",
+                                                                "device": "device (catalog)"}
     columns += [{"name": labels.get(c, c), "id": c} for c in cols if c != "run_id"]
+    numeric = ["critical", "warning", "info", "kernels", *(m.id for m in data.HEADLINE_METRICS)]
     if len(sel) == 2 and all(s in ids for s in sel):
         compare: Any = dcc.Link(f"Compare {sel[0]} (A) with {sel[1]} (B) →", id="compare-link",
                                 href=f"/compare?{urllib.parse.urlencode({'a': sel[0], 'b': sel[1]})}")
@@ -147,14 +154,20 @@ def page_runs(con: duckdb.DuckDBPyConnection, params: dict[str, list[str]]) -> l
         html.H2("Runs"),
         dcc.Input(id="runs-search", type="search", value=q, debounce=True, placeholder="search workload, label, "
                   "device, run id …", style={"width": "28rem", "marginBottom": ".5rem"}),
-        _note(f"{len(rows)} runs. Findings per severity; headline metrics from the analyzers "
-              "(columns appear when a run has them). Click a column header to sort.", "runs-count"),
+        _note(f"{len(rows)} runs. The device is the hardware-catalog device the analyzers costed against; "
+              "findings per severity; headline metrics from the analyzers (— : not measured; a column "
+              "appears when a run has it). Click a column header to sort.", "runs-count"),
         DataTable(
             id="runs-table", data=rows, columns=columns, sort_action="custom", sort_mode="single",
             sort_by=[{"column_id": sort, "direction": direction}], row_selectable="multi",
             selected_rows=[ids.index(s) for s in sel if s in ids], page_size=50, markdown_options={"link_target": "_self"},
-            style_cell={"fontFamily": "inherit", "fontSize": ".82rem", "textAlign": "left", "padding": "3px 6px"},
-            style_header={"fontWeight": "bold", "background": "#f4f4f4"},
+            style_cell={"fontFamily": "inherit", "fontSize": ".82rem", "textAlign": "left", "padding": "3px 6px",
+                        "maxWidth": "220px", "overflow": "hidden", "textOverflow": "ellipsis"},
+            style_cell_conditional=[{"if": {"column_id": c}, "textAlign": "right"} for c in numeric],
+            style_header={"fontWeight": "bold", "background": "#f4f4f4", "whiteSpace": "normal"},
+            style_table={"overflowX": "auto"},
+            tooltip_data=[{c: {"value": str(r[c]), "type": "text"} for c in ("device", "label", "trace")
+                           if r.get(c)} for r in rows], tooltip_duration=None,
             style_data_conditional=[
                 {"if": {"filter_query": "{critical} > 0", "column_id": "critical"}, "color": "#b00020",
                  "fontWeight": "bold"},
@@ -188,17 +201,30 @@ def runs_url(search: str | None, sort_by: list[dict[str, str]] | None, selected:
 
 
 def _trend_figure(points: list[data.TrendPoint], label: str) -> dict[str, Any]:
+    unit, better = points[0].unit, points[0].better
     traces = []
     for hw in sorted({p.hardware for p in points}):
         pts = [p for p in points if p.hardware == hw]
         traces.append({
             "type": "scatter", "name": hw, "x": [p.week.isoformat() for p in pts], "y": [p.value for p in pts],
-            "mode": "lines+markers", "customdata": [p.runs for p in pts],
-            "hovertemplate": "week of %{x}<br>%{y:.4g}<br>median of %{customdata} run(s)<extra>" + hw + "</extra>"})
-    unit, better = points[0].unit, points[0].better
-    return _figure(traces, f"{label} ({unit}; {better} is better)", 260, xaxis={"type": "date"},
+            "mode": "lines+markers", "customdata": [[p.runs, fmt.value(p.value, unit)] for p in pts],
+            "hovertemplate": "week of %{x}<br>%{customdata[1]}<br>median of %{customdata[0]} run(s)<extra>"
+                             + hw + "</extra>"})
+    weeks = sorted({p.week for p in points})
+    # whole weeks on the axis: a one-week chart spans that week ± 4 days, not a millisecond
+    lo, hi = weeks[0] - dt.timedelta(days=4), weeks[-1] + dt.timedelta(days=4)
+    xaxis = {"type": "date", "range": [lo.isoformat(), hi.isoformat()], "tickformat": "%b %d",
+             "dtick": 7 * 86_400_000 * max(1, len(weeks) // 8)}
+    yaxis: dict[str, Any] = {"title": {"text": _axis_unit(unit)}}
+    if unit == "fraction":
+        yaxis |= {"tickformat": ".0%", "title": {"text": ""}}
+    return _figure(traces, f"{label} ({better} is better)", 260, xaxis=xaxis, yaxis=yaxis,
                    showlegend=True, legend={"orientation": "h", "y": -0.25},
-                   margin={"l": 50, "r": 10, "t": 40, "b": 30})
+                   margin={"l": 55, "r": 10, "t": 40, "b": 30})
+
+
+def _axis_unit(unit: str) -> str:
+    return {"us": "µs", "count": "", "x": "×"}.get(unit, unit)
 
 
 def page_weekly(con: duckdb.DuckDBPyConnection, params: dict[str, list[str]]) -> list[Any]:
@@ -235,17 +261,16 @@ def page_weekly(con: duckdb.DuckDBPyConnection, params: dict[str, list[str]]) ->
         pts = [p for p in trends if p.metric == m.name]
         if pts:
             graphs.append(html.Div(dcc.Graph(id=f"trend-{m.name}", figure=_trend_figure(pts, m.label),
-                                             config={"displaylogo": False}),
+                                             config={"displayModeBar": False}),
                                    style={"width": "49%", "display": "inline-block"}))
     out.append(html.H3("Trends (median per week and hardware)"))
     out.append(html.Div(graphs, id="trends") if graphs else _note("No key metric has values for this workload.",
                                                                   "trends-none"))
     wow = [p for p in trends if p.week == week]
     labels = {m.name: m.label for m in data.KEY_METRICS}
-    rows = [{"metric": labels[p.metric], "hardware": p.hardware, "unit": p.unit, "better": p.better,
-             "previous": None if p.prev_value is None else round(p.prev_value, 4),
-             "this week": round(p.value, 4),
-             "change %": None if p.delta_pct is None else round(p.delta_pct, 1), "verdict": p.direction}
+    rows = [{"metric": labels[p.metric], "hardware": p.hardware, "better": p.better,
+             "previous": fmt.value(p.prev_value, p.unit), "this week": fmt.value(p.value, p.unit),
+             "change": fmt.UNKNOWN if p.delta_pct is None else f"{p.delta_pct:+.1f}%", "verdict": p.direction}
             for p in sorted(wow, key=lambda p: ([m.name for m in data.KEY_METRICS].index(p.metric), p.hardware))]
     out.append(html.H3(f"Week of {week.isoformat()} vs "
                        f"{prev.isoformat() if prev else '(no earlier week)'}"))
@@ -274,8 +299,8 @@ def page_weekly(con: duckdb.DuckDBPyConnection, params: dict[str, list[str]]) ->
             latest[(p.metric, p.hardware)] = p  # trends are ordered by week
         port = [{"metric": labels[m.name], "better": next((p.better for (n, _), p in latest.items()
                                                             if n == m.name), ""),
-                 **{hw: (round(latest[(m.name, hw)].value, 4) if (m.name, hw) in latest else None)
-                    for hw in hardware}}
+                 **{hw: (fmt.value(latest[(m.name, hw)].value, latest[(m.name, hw)].unit)
+                         if (m.name, hw) in latest else fmt.UNKNOWN) for hw in hardware}}
                 for m in data.KEY_METRICS if any(n == m.name for n, _ in latest)]
         out.append(html.H3("Hardware side by side (each one's latest week up to this one)"))
         out.append(_table("portfolio", port))
@@ -292,14 +317,22 @@ def _bar(x: list[Any], y: list[Any], title: str, ylabel: str) -> dict[str, Any]:
 
 
 def page_run(con: duckdb.DuckDBPyConnection, params: dict[str, list[str]]) -> list[Any]:
-    from tracekit.report import BYTES_SQL, TIME_SQL, collect, roofline_figure
+    from tracekit.report import collect, roofline_figure
 
     rid = _run_param(con, params, "run")
     rep = collect(con, rid)
+    ov = rep.overview
+    kpis = [html.Div([html.B(fmt.value(k.value, k.unit)), html.Span(k.label),
+                      *([html.Small(f"covers {fmt.percent(k.coverage)} of its phase")] if k.coverage is not None
+                        else []), *([html.Small(k.note)] if k.note else [])],
+                     className="card kpi", id=f"kpi-{k.name}") for k in ov.kpis]
+    sub = " · ".join(x for x in (ov.workload, ov.label, ov.device_text,
+                                 f"{ov.ranks} rank{'s' if ov.ranks != 1 else ''}") if x)
     out: list[Any] = [
         html.H2(f"Run {rid}"),
-        html.Table([html.Tr([html.Th(k), html.Td(data._fmt_time(v) if v is not None else "")])
-                    for k, v in rep.header], id="run-header"),
+        html.P(sub, className="sub", id="run-sub"),
+        html.Div(kpis, className="cards", id="run-kpis") if kpis else
+        _note("No headline metric for this run (not analyzed, or nothing measurable).", "run-kpis-none"),
         html.P([html.A("Download the Perfetto trace (Chrome JSON)", id="perfetto-link",
                        href=f"/download/perfetto/{rid}.json"),
                 " · open it in ui.perfetto.dev · ",
@@ -308,7 +341,7 @@ def page_run(con: duckdb.DuckDBPyConnection, params: dict[str, list[str]]) -> li
     serving = data.serving_metrics(con, rid)
     if serving:
         out.append(html.H3("Requests"))
-        out.append(html.Div([html.Div([html.Span(s["name"]), html.B(f"{s['value']:.4g} {s['unit']}")],
+        out.append(html.Div([html.Div([html.Span(fmt.label(s["name"])), html.B(fmt.value(s["value"], s["unit"]))],
                                       className="card", title=f"{s['better']} is better") for s in serving],
                             className="cards", id="serving-metrics"))
     findings = data.run_findings(con, rid)
@@ -319,8 +352,8 @@ def page_run(con: duckdb.DuckDBPyConnection, params: dict[str, list[str]]) -> li
                          f"Not analyzed yet: run `tracekit analyze {rid}`.", "findings-none"))
     for f in findings:
         saving = " · ".join(x for x in (
-            f"saves ≈{f['saving_ns'] / 1e6:,.3f} ms" if f["saving_ns"] is not None else "",
-            f"{100 * f['saving_fraction']:.1f}%" if f["saving_fraction"] is not None else "") if x)
+            f"saves ≈{fmt.duration_ns(f['saving_ns'])}" if f["saving_ns"] is not None else "",
+            f"{fmt.percent(f['saving_fraction'])} of the run" if f["saving_fraction"] is not None else "") if x)
         out.append(html.Details([
             html.Summary([html.Span(f["severity"], className="sev-" + f["severity"]), f" {f['title']} ",
                           html.Span(f"({f['analyzer']}{'; ' + saving if saving else ''})", className="note")],
@@ -336,28 +369,31 @@ def page_run(con: duckdb.DuckDBPyConnection, params: dict[str, list[str]]) -> li
                           f"{h.label}: {h.n} requests", 280, xaxis={"title": {"text": "ms"}},
                           yaxis={"title": {"text": "requests"}}, bargap=0.02)
             out.append(dcc.Graph(id=f"hist-{h.column}", figure=fig))
-    cats = [r for r in rep.categories.rows if r[3] is not None]
-    out.append(html.H3(rep.categories.title))
-    if cats:
-        out.append(dcc.Graph(id="run-categories", figure=_bar(
-            [r[0] for r in cats], [r[2] for r in cats], "device time by kernel category", "ms")))
+    out.append(html.H3("Where the device time went"))
+    if ov.classes:
+        from tracekit.report import class_figure
+
+        out.append(dcc.Graph(id="run-categories", figure=class_figure(rep), config=_GRAPH_CONFIG))
     out.append(_note(rep.categories.note))
     out.append(_table("run-categories-table", [dict(zip(rep.categories.columns, r)) for r in rep.categories.rows]))
     out.append(html.H3(rep.top.title))
     if rep.top.note:
         out.append(_note(rep.top.note))
-    out.append(_table("top-table", [dict(zip(rep.top.columns, r)) for r in rep.top.rows], page_size=20))
+    top_rows = [dict(zip(rep.top.columns, r)) for r in rep.top.rows]
+    out.append(_table("top-table", top_rows, page_size=20,
+                      tooltip_data=[{rep.top.columns[0]: {"value": full, "type": "text"}} for full in rep.top.hover or []],
+                      tooltip_duration=None,
+                      style_cell_conditional=[{"if": {"column_id": c}, "textAlign": "right"} for c in rep.top.numeric]))
     out.append(html.H3("Roofline"))
-    source = f"XLA cost model: one point per op name, Σflops/Σbytes ({BYTES_SQL}) against Σflops/Σ{TIME_SQL}"
+    source = ("XLA cost model: one point per op name, its summed FLOPs over its summed bytes (HBM bytes where "
+              "stated) against its summed FLOPs over its summed device time")
     if rep.points and rep.points[0].hlo_category == "torch op (shapes)":
         source = ("PyTorch GEMM / attention / elementwise / norm ops, one point per op name, FLOPs and bytes from "
                   "their recorded shapes, time from the op's kernels (CPU-only run: the op itself) — the "
                   "analyzer's cost model (memory_bound_decode.run_op_costs)")
     if rep.points:
         out.append(_note(f"{rep.roof_note} Points: {source}."))
-        fig = roofline_figure(rep)
-        fig.update_layout(title=f"Roofline: {len(rep.points)} ops")
-        out.append(dcc.Graph(id="roofline", figure=fig))
+        out.append(dcc.Graph(id="roofline", figure=roofline_figure(rep), config=_GRAPH_CONFIG))
     else:
         out.append(_note("No costable ops: no XLA FLOP and byte counts and no PyTorch op with recorded shapes "
                          "(graph-replayed kernels, or a trace without record_shapes), so there is no roofline.",
@@ -377,8 +413,12 @@ def page_run(con: duckdb.DuckDBPyConnection, params: dict[str, list[str]]) -> li
         out.append(dcc.Graph(id="compile-timeline", figure=fig))
     else:
         out.append(_note("No compilations in this capture.", "compiles-none"))
+    out.append(html.H3("Run"))
+    out.append(html.Table([html.Tr([html.Th(k), html.Td(v)]) for k, v in rep.header], id="run-header"))
     out.append(html.H3("Metrics"))
-    out.append(_table("metrics-table", [dict(zip(rep.metrics.columns, r)) for r in rep.metrics.rows]))
+    out.append(_table("metrics-table", [{"metric": fmt.label(r[0]), "name": r[0], "value": r[1], "analyzer": r[2]}
+                                        for r in rep.metrics.rows],
+                      style_cell_conditional=[{"if": {"column_id": "value"}, "textAlign": "right"}]))
     return out
 
 
@@ -401,32 +441,61 @@ def page_compare(con: duckdb.DuckDBPyConnection, params: dict[str, list[str]], s
         out.append(_note("Pick run A and run B.", "compare-pick"))
         return out
     res = compare_runs(a, b, store, con=con)
+    data.hardware_table(con)
     info = {r[0]: r[1:] for r in con.execute(
-        "SELECT run_id, vendor, device_name, workload, label, captured_at FROM runs WHERE run_id IN (?, ?)",
-        [a, b]).fetchall()}
-    head = ["vendor", "device", "workload", "label", "captured"]
+        """SELECT r.run_id, r.vendor, h.hardware, r.workload, r.label, r.captured_at,
+                  regexp_extract(r.source, '[^/]+/?$') AS trace FROM runs r
+           LEFT JOIN run_hardware h USING (run_id) WHERE r.run_id IN (?, ?)""", [a, b]).fetchall()}
+    head = ["vendor", "device (catalog)", "workload", "label", "captured"]
     out.append(html.Table([html.Tr([html.Th(""), html.Th(dcc.Link(f"A {a}", href=f"/run?run={a}")),
                                     html.Th(dcc.Link(f"B {b}", href=f"/run?run={b}"))])]
-                          + [html.Tr([html.Th(h), html.Td(str(data._fmt_time(info[a][i]) or "")),
-                                      html.Td(str(data._fmt_time(info[b][i]) or ""))]) for i, h in enumerate(head)],
-                          id="compare-header"))
+                          + [html.Tr([html.Th(h), html.Td(fmt.value(info[a][i])), html.Td(fmt.value(info[b][i]))])
+                             for i, h in enumerate(head)], id="compare-header"))
+
+    def legend(side: str, rid: str) -> str:  # a person's name for a run: workload, label or file, and device
+        _, hw, workload, label, _, trace = info[rid]
+        return f"{side}: {' · '.join(x for x in (workload or label or trace or rid, hw) if x)}"
+
     cat_cols, cat_rows = res["categories"]
     cats = [dict(zip(cat_cols, r)) for r in cat_rows]
-    fig = _figure([{"type": "bar", "name": f"A {a}", "x": [c["category"] for c in cats],
+    fig = _figure([{"type": "bar", "name": legend("A", a), "x": [c["category"] for c in cats],
                     "y": [c["a_ms"] for c in cats]},
-                   {"type": "bar", "name": f"B {b}", "x": [c["category"] for c in cats],
-                    "y": [c["b_ms"] for c in cats]}], "device time by kernel category (ms)", 320, barmode="group")
-    out += [html.H3("By category"), dcc.Graph(id="compare-categories", figure=fig),
-            _note("delta = B − A; green: B spends less time, red: more."),
-            _table("compare-categories-table", cats, style_data_conditional=_delta_styles("delta_ms"))]
+                   {"type": "bar", "name": legend("B", b), "x": [c["category"] for c in cats],
+                    "y": [c["b_ms"] for c in cats]}], "device time by kernel class", 320, barmode="group",
+                  yaxis={"title": {"text": "ms"}}, legend={"orientation": "h", "y": -0.2})
+    ta, tb = sum(c["a_ms"] for c in cats), sum(c["b_ms"] for c in cats)
+    total = {"category": "total", "a_kernels": sum(c["a_kernels"] for c in cats), "a_ms": round(ta, 3),
+             "a_pct": 100.0 if ta else None, "b_kernels": sum(c["b_kernels"] for c in cats), "b_ms": round(tb, 3),
+             "b_pct": 100.0 if tb else None, "delta_ms": round(tb - ta, 3),
+             "delta_pct": round(100 * (tb - ta) / ta, 1) if ta else None}
+    out += [html.H3("By kernel class"), dcc.Graph(id="compare-categories", figure=fig, config=_GRAPH_CONFIG),
+            _note("delta = B − A; green: B spends less time, red: more. The last row is the total."),
+            _table("compare-categories-table", [*cats, total], style_data_conditional=[
+                *_delta_styles("delta_ms"), *_delta_styles("delta_pct"),
+                {"if": {"filter_query": '{category} = "total"'}, "fontWeight": "bold"}])]
+    metrics = data.compare_metrics(con, a, b)
+    if metrics:
+        out += [html.H3("Metrics"),
+                _note("Green: B is better by the metric's own direction; red: worse; — : not measured."),
+                _table("compare-metrics-table", metrics, columns=["metric", "a", "b", "change"], page_size=40,
+                       style_data_conditional=[
+                           {"if": {"filter_query": '{tone} = "better"'}, "backgroundColor": _GREEN},
+                           {"if": {"filter_query": '{tone} = "worse"'}, "backgroundColor": _RED}],
+                       style_cell_conditional=[{"if": {"column_id": c}, "textAlign": "right"}
+                                               for c in ("a", "b", "change")])]
     s_cols, s_rows = res.get("serving", ([], []))
     if s_rows:  # request-level metrics of the serving analyzer, when either run was load-driven
         out.append(html.H3("Requests (serving metrics)"))
         out.append(_table("compare-serving-table", [dict(zip(s_cols, r)) for r in s_rows]))
     k_cols, k_rows = res["top_kernels"]
-    out.append(html.H3("Kernels that moved most, per category"))
-    out.append(_table("compare-kernels-table", [dict(zip(k_cols, r)) for r in k_rows],
-                      style_data_conditional=_delta_styles("delta_ms")) if k_rows else
+    kernels = [dict(zip(k_cols, r)) for r in k_rows]
+    for k, short in zip(kernels, short_kernel_names([k["name"] for k in kernels])):
+        k["kernel"] = short
+    out.append(html.H3("Kernels that moved most, per class"))
+    out.append(_table("compare-kernels-table", kernels,
+                      columns=["category", "kernel", "a_kernels", "a_ms", "b_kernels", "b_ms", "delta_ms"],
+                      tooltip_data=[{"kernel": {"value": k["name"], "type": "text"}} for k in kernels],
+                      tooltip_duration=None, style_data_conditional=_delta_styles("delta_ms")) if k_rows else
                _note("The two runs share no kernel name (e.g. different vendors), so only categories compare.",
                      "compare-kernels-none"))
     return out

@@ -17,7 +17,10 @@ from typing import Any
 
 import duckdb
 
+from tracekit import formatting as fmt
 from tracekit.analysis.categories import category_case_sql
+from tracekit.analysis.hardware import run_devices
+from tracekit.analysis.overview import HEADLINE_KPIS
 
 
 @dataclass(frozen=True)
@@ -29,8 +32,13 @@ class MetricDef:
     label: str
 
 
-#: The weekly review's key metrics, in display order; only those with values for the workload are shown.
+#: The weekly review's key metrics, in display order; only those with values for the workload are
+#: shown. The metrics ``tracekit check`` gates by default come first, so a GPU workload is trended by
+#: its device and step time, not only by what its captures happen to measure.
 KEY_METRICS: tuple[MetricDef, ...] = (
+    MetricDef("device_kernel_time_ms", "device kernel time"),  # what `tracekit check` gates, first
+    MetricDef("step_device_time", "step time (device)"),
+    MetricDef("device_busy_fraction", "device busy"),
     MetricDef("decode_step_time_ms", "decode step time"),
     MetricDef("output_tokens_per_s", "output tokens/s"),
     MetricDef("ttft_p95_ms", "TTFT p95"),
@@ -45,15 +53,23 @@ KEY_METRICS: tuple[MetricDef, ...] = (
     MetricDef("usd_per_1m_output_tokens", "$ per 1M output tokens"),
 )
 
-#: Columns of the Runs table, when at least one run has a value.
-HEADLINE_METRICS: tuple[MetricDef, ...] = (
-    MetricDef("decode_step_time_ms", "decode step ms"),
-    MetricDef("output_tokens_per_s", "tokens/s"),
-    MetricDef("ttft_p95_ms", "TTFT p95 ms"),
-    MetricDef("tpot_p95_ms", "TPOT p95 ms"),
-    MetricDef("decode_mbu", "decode MBU"),
-    MetricDef("usd_per_1m_output_tokens", "$/1M tokens"),
-)
+@dataclass(frozen=True)
+class HeadlineColumn:
+    """A headline-KPI column of the Runs table: the first of ``names`` (metrics) a run has a value
+    for, shown formatted in that metric's unit (and, when the column has several, which one it
+    is: ``labels``); ``id`` is the column id and sort key."""
+
+    id: str
+    label: str
+    names: tuple[str, ...]
+    labels: tuple[str, ...] = ()
+
+
+#: The Runs table's KPI columns (those of :data:`tracekit.analysis.overview.HEADLINE_KPIS` that
+#: fit a row), shown when at least one run has a value.
+HEADLINE_METRICS: tuple[HeadlineColumn, ...] = tuple(
+    HeadlineColumn(k.names[0], k.label, k.names, tuple(lab for _, lab in k.choices)) for k in HEADLINE_KPIS
+    if k.label not in ("decode MFU", "prefill MFU"))
 
 #: Request-level metrics of the ``serving`` analyzer, shown on the Run page when present.
 SERVING_METRICS = (
@@ -64,7 +80,7 @@ SERVING_METRICS = (
 
 #: Sortable Runs-table columns (URL ``sort=``) → SQL column of the runs query.
 RUN_SORT_COLUMNS = ("captured_at", "workload", "label", "vendor", "device", "kernels", "critical", "warning",
-                    *(m.name for m in HEADLINE_METRICS))
+                    "info", *(m.id for m in HEADLINE_METRICS))
 
 HIST_BINS = 40
 TOP_COMPILES = 200
@@ -93,39 +109,87 @@ def run_choices(con: duckdb.DuckDBPyConnection) -> list[dict[str, str]]:
     return [{"value": r, "label": text} for r, text in rows]
 
 
+def hardware_table(con: duckdb.DuckDBPyConnection) -> None:
+    """Create (or replace) the TEMP table ``run_hardware(run_id, hardware, identified)``: per run,
+    the hardware-catalog device the analyzers cost against
+    (:func:`tracekit.analysis.hardware.run_devices`), else the trace's device name marked as not
+    identified, else the vendor. The Runs and weekly pages group and show hardware by it."""
+    found = run_devices(con)
+    rows = con.execute("SELECT run_id, vendor, device_name FROM runs").fetchall()
+    values = []
+    for rid, vendor, name in rows:
+        row, spec = found.get(rid, (None, None))
+        if spec is not None:
+            values.append((rid, spec.name, True))
+            continue
+        trace_name = (row.get("name") or row.get("device_type")) if row is not None else name
+        if vendor == "cpu":
+            values.append((rid, trace_name or "CPU", False))
+        elif not trace_name:
+            values.append((rid, f"not stated ({vendor or 'unknown vendor'})", False))
+        else:
+            values.append((rid, f"{trace_name} (not identified)", False))
+    con.execute("CREATE OR REPLACE TEMP TABLE run_hardware (run_id VARCHAR, hardware VARCHAR, identified BOOLEAN)")
+    if values:
+        con.executemany("INSERT INTO run_hardware VALUES (?, ?, ?)", values)
+
+
 def runs_table(
     con: duckdb.DuckDBPyConnection, search: str = "", sort: str = "captured_at", descending: bool = True
 ) -> tuple[list[str], list[dict[str, Any]]]:
-    """The Runs page: (columns, rows). One row per run with workload, label, vendor/device, capture
-    time (UTC), device kernels, :data:`HEADLINE_METRICS` (columns without any value dropped) and
-    findings per severity. ``search`` keeps runs whose id, workload, label, vendor, device, format
-    or source contain it (case-insensitive); ``sort`` is one of :data:`RUN_SORT_COLUMNS`."""
+    """The Runs page: (columns, rows), what a reviewer scans first on the left: run, workload,
+    the catalog device, capture time (UTC), findings per severity, then the
+    :data:`HEADLINE_METRICS` formatted for people (columns without any value dropped), then label,
+    device kernels, vendor, format and trace file. ``search`` keeps runs whose id, workload,
+    label, vendor, device, format or source contain it (case-insensitive); ``sort`` is one of
+    :data:`RUN_SORT_COLUMNS` (sorted on the raw values)."""
     if sort not in RUN_SORT_COLUMNS:
         raise ValueError(f"unknown sort column {sort!r}")
-    pivot = ", ".join(f"max(value) FILTER (WHERE name = '{m.name}') AS {m.name}" for m in HEADLINE_METRICS)
-    names = ", ".join(f"'{m.name}'" for m in HEADLINE_METRICS)
+    hardware_table(con)
+    names = ", ".join(f"'{n}'" for m in HEADLINE_METRICS for n in m.names)
+
+    def first(m: HeadlineColumn, col: str) -> str:
+        return "coalesce(" + ", ".join(f"max({col}) FILTER (WHERE name = '{n}')" for n in m.names) + ")"
+
+    def which(m: HeadlineColumn) -> str:
+        return "coalesce(" + ", ".join(f"CASE WHEN max(value) FILTER (WHERE name = '{n}') IS NOT NULL THEN {i} END"
+                                       for i, n in enumerate(m.names)) + ")"
+
+    pivot = ", ".join(f"{first(m, 'value')} AS {m.id}, {first(m, 'unit')} AS {m.id}__unit, {which(m)} AS {m.id}__which"
+                      for m in HEADLINE_METRICS)
     rel = con.execute(
         f"""WITH f AS (SELECT run_id, count(*) FILTER (WHERE severity = 'critical') AS critical,
                               count(*) FILTER (WHERE severity = 'warning') AS warning,
                               count(*) FILTER (WHERE severity NOT IN ('critical', 'warning')) AS info
                        FROM findings GROUP BY run_id),
-                 m AS (SELECT run_id, {pivot} FROM metrics WHERE name IN ({names}) GROUP BY run_id),
+                 m AS (SELECT run_id, {pivot} FROM metrics WHERE name IN ({names}) AND value IS NOT NULL
+                       GROUP BY run_id),
                  k AS (SELECT run_id, count(*) AS kernels FROM kernels GROUP BY run_id)
-            SELECT r.run_id, r.workload, r.label, r.vendor, r.device_name AS device, r.format,
-                   regexp_extract(r.source, '[^/]+/?$') AS trace, r.captured_at,
-                   coalesce(k.kernels, 0) AS kernels,
-                   {", ".join(f"round(m.{m.name}, 3) AS {m.name}" for m in HEADLINE_METRICS)},
+            SELECT r.run_id, r.workload, h.hardware AS device, r.captured_at,
                    coalesce(f.critical, 0) AS critical, coalesce(f.warning, 0) AS warning,
-                   coalesce(f.info, 0) AS info
+                   coalesce(f.info, 0) AS info,
+                   {", ".join(f"m.{m.id}, m.{m.id}__unit, m.{m.id}__which" for m in HEADLINE_METRICS)},
+                   r.label, coalesce(k.kernels, 0) AS kernels, r.vendor, r.format,
+                   regexp_extract(r.source, '[^/]+/?$') AS trace
             FROM runs r LEFT JOIN f USING (run_id) LEFT JOIN m USING (run_id) LEFT JOIN k USING (run_id)
+            LEFT JOIN run_hardware h USING (run_id)
             WHERE $q = '' OR contains(lower(concat_ws(' ', r.run_id, r.workload, r.label, r.vendor,
-                                                     r.device_name, r.format, r.source)), lower($q))
+                                                     r.device_name, h.hardware, r.format, r.source)), lower($q))
             ORDER BY {sort} {"DESC" if descending else "ASC"} NULLS LAST, r.run_id""",
         {"q": search},
     )
     rows = _dicts(rel)
-    has = {m.name for m in HEADLINE_METRICS if any(r[m.name] is not None for r in rows)}
-    cols = [c for c in (d[0] for d in rel.description or []) if c in has or c not in {m.name for m in HEADLINE_METRICS}]
+    has = {m.id for m in HEADLINE_METRICS if any(r[m.id] is not None for r in rows)}
+    for r in rows:
+        r["kernels"] = fmt.count(r["kernels"])
+        for m in HEADLINE_METRICS:
+            picked = r.pop(f"{m.id}__which")
+            r[m.id] = fmt.value(r[m.id], r.pop(f"{m.id}__unit"))
+            if len(m.names) > 1 and picked is not None:  # say which metric the value is
+                r[m.id] += f" ({m.labels[int(picked)]})"
+    kpi = {m.id for m in HEADLINE_METRICS}
+    cols = [c for c in (d[0] for d in rel.description or [])
+            if not c.endswith(("__unit", "__which")) and (c in has or c not in kpi)]
     return cols, [{c: r[c] for c in cols} for r in rows]
 
 
@@ -142,9 +206,18 @@ def workloads(con: duckdb.DuckDBPyConnection) -> list[tuple[str, int]]:
     return [(str(w), int(n)) for w, n in rows]
 
 
-_WEEK_RUNS = """SELECT run_id, vendor, coalesce(device_name, vendor) AS hardware,
-                       CAST(date_trunc('week', captured_at) AS DATE) AS week
-                FROM runs WHERE workload = $w AND captured_at IS NOT NULL"""
+#: The workload's runs with their week (Monday) and hardware (the TEMP table of
+#: :func:`hardware_table`, which the weekly functions create first).
+_WEEK_RUNS = """SELECT r.run_id, r.vendor, coalesce(h.hardware, r.device_name, r.vendor) AS hardware,
+                       CAST(date_trunc('week', r.captured_at) AS DATE) AS week
+                FROM runs r LEFT JOIN run_hardware h USING (run_id)
+                WHERE r.workload = $w AND r.captured_at IS NOT NULL"""
+
+
+def _ensure_hardware(con: duckdb.DuckDBPyConnection) -> None:
+    if not con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = 'run_hardware' AND temporary"
+                       ).fetchall()[0][0]:
+        hardware_table(con)
 
 
 @dataclass(frozen=True)
@@ -179,6 +252,7 @@ class TrendPoint:
 
 def weekly_trends(con: duckdb.DuckDBPyConnection, workload: str) -> list[TrendPoint]:
     """Every key metric per hardware per week for ``workload``, with the previous week's value."""
+    _ensure_hardware(con)
     names = ", ".join(f"'{m.name}'" for m in KEY_METRICS)
     rows = con.execute(
         f"""WITH r AS ({_WEEK_RUNS}),
@@ -198,6 +272,7 @@ def weekly_trends(con: duckdb.DuckDBPyConnection, workload: str) -> list[TrendPo
 
 def workload_weeks(con: duckdb.DuckDBPyConnection, workload: str) -> list[dt.date]:
     """The weeks (Mondays) with runs of ``workload``, newest first."""
+    _ensure_hardware(con)
     rows = con.execute(f"SELECT DISTINCT week FROM ({_WEEK_RUNS}) ORDER BY week DESC", {"w": workload}).fetchall()
     return [r[0] for r in rows]
 
@@ -208,6 +283,7 @@ def finding_changes(
     """Findings new in ``week`` (absent in ``prev``) and resolved (in ``prev``, gone in ``week``),
     per hardware. A finding is the same across weeks when its analyzer and its title with the
     numbers taken out agree ("pad 36% of …" and "pad 12% of …" are one finding)."""
+    _ensure_hardware(con)
     return _dicts(con.execute(
         f"""WITH r AS ({_WEEK_RUNS}),
                  f AS (SELECT r.week, r.hardware, f.analyzer, f.severity, f.title, f.run_id,
@@ -232,6 +308,7 @@ def category_shifts(
     """The kernel categories whose share of device time moved most between ``prev`` and ``week``,
     per hardware (share = category time ÷ all device time of that week's runs; ``xla_async``
     spans left out as in ``compare``). Empty when either week has no device kernels."""
+    _ensure_hardware(con)
     return _dicts(con.execute(
         f"""WITH r AS ({_WEEK_RUNS}),
                  g AS (SELECT run_id, name, category, hlo_category, sum(coalesce(device_dur_ns, dur_ns)) AS t
@@ -350,3 +427,31 @@ def request_histograms(con: duckdb.DuckDBPyConnection, run_id: str) -> list[Hist
         out.append(Histogram(col, label, [lo + width * j for j in range(nbins + 1)], counts, sum(counts)))
     return out
 
+
+
+# ---------------------------------------------------------------------------------------------
+# Compare page
+
+
+def compare_metrics(con: duckdb.DuckDBPyConnection, a: str, b: str) -> list[dict[str, Any]]:
+    """Every metric either run has, side by side and formatted: ``metric`` (words), ``name``,
+    ``a``, ``b``, ``change`` (B − A in % of A) and ``tone``: ``better``/``worse`` by the
+    metric's own direction (``better`` column of ``metrics``), ``same``, or empty when one side is
+    missing. Ordered as the headline KPIs first, then by analyzer and name."""
+    first = [n for k in HEADLINE_KPIS for n in k.names]
+    rows = con.execute(
+        """SELECT name, any_value(analyzer), any_value(unit), any_value(better),
+                  max(value) FILTER (WHERE run_id = $a), max(value) FILTER (WHERE run_id = $b)
+           FROM metrics WHERE run_id IN ($a, $b) AND value IS NOT NULL GROUP BY name""",
+        {"a": a, "b": b}).fetchall()
+    rows.sort(key=lambda r: (first.index(r[0]) if r[0] in first else len(first), r[1], r[0]))
+    out = []
+    for name, _, unit, better, va, vb in rows:
+        tone, change = "", fmt.UNKNOWN
+        if va is not None and vb is not None:
+            if va != 0:
+                change = f"{100 * (vb - va) / abs(va):+.1f}%"
+            tone = "same" if va == vb else ("better" if (vb > va) == (better == "higher") else "worse")
+        out.append({"metric": fmt.label(name), "name": name, "a": fmt.value(va, unit), "b": fmt.value(vb, unit),
+                    "change": change, "tone": tone})
+    return out
