@@ -346,7 +346,8 @@ table{border-collapse:collapse;font-size:.85rem;margin:.5rem 0}
 td,th{border:1px solid #ddd;padding:.25rem .5rem;vertical-align:top;text-align:left}
 th{background:#f4f4f4}td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
 .sev-critical{color:#b00020;font-weight:bold}.sev-warning{color:#a15c00;font-weight:bold}
-.note{color:#555;font-size:.85rem}
+.note{color:#555;font-size:.85rem}summary{cursor:pointer;color:#3b6ea8;font-size:.8rem}
+details{font-size:.82rem;color:#333;max-width:60rem}
 .kpis{display:flex;flex-wrap:wrap;gap:.75rem;margin:1rem 0}
 .kpi{border:1px solid #ddd;border-radius:6px;padding:.5rem .9rem;min-width:9rem;max-width:18rem}
 .kpi .v{font-size:1.6rem;font-weight:600;font-variant-numeric:tabular-nums}
@@ -369,6 +370,20 @@ def _html_table(t: Table, id_: str) -> str:
         body.append("<tr>" + "".join(cells) + "</tr>")
     note = f'<p class="note">{html.escape(t.note)}</p>' if t.note else ""
     table = f'<table id="{id_}"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>' if t.rows else ""
+    return f"<h2>{html.escape(t.title)}</h2>{note}{table}"
+
+
+def _findings_html(t: Table) -> str:
+    """The findings, one row each: severity, analyzer, the title with its detail folded under it
+    (one click away), and the saving; the first screen then still holds the top kernels."""
+    rows = []
+    for sev, analyzer, title, detail, saving in t.rows:
+        rows.append(f'<tr><td class="sev-{html.escape(sev)}">{html.escape(sev)}</td><td>{html.escape(analyzer)}</td>'
+                    f"<td>{html.escape(title)}<details><summary>detail</summary>{html.escape(detail)}</details></td>"
+                    f'<td class="num">{html.escape(saving)}</td></tr>')
+    note = f'<p class="note">{html.escape(t.note)}</p>' if t.note else ""
+    head = "<tr><th>severity</th><th>analyzer</th><th>finding</th><th>a fix would save</th></tr>"
+    table = f'<table id="findings"><thead>{head}</thead><tbody>{"".join(rows)}</tbody></table>' if rows else ""
     return f"<h2>{html.escape(t.title)}</h2>{note}{table}"
 
 
@@ -493,12 +508,12 @@ def to_html(rep: Report) -> str:
     if rep.analyzed_now:
         parts.append('<p class="note">The run had no stored findings; the analyzers were run for this report '
                      "and their results stored.</p>")
-    parts.append(_html_table(rep.findings, "findings"))
+    parts.append(_findings_html(rep.findings))
+    parts.append(_html_table(rep.top, "top"))
     if ov.classes:
         parts.append("<h2>Where the device time went</h2>")
         parts.append(class_figure(rep).to_html(full_html=False, include_plotlyjs=True, div_id="classes",
                                                config=_PLOT_CONFIG))
-    parts.append(_html_table(rep.top, "top"))
     if rep.requests is not None:
         parts.append(_html_table(rep.requests, "requests"))
     parts.append(_html_table(rep.categories, "categories"))

@@ -292,7 +292,8 @@ class LaunchIdle(Analyzer, name="launch_idle"):
                     if len(by_cause) > 1 and others > 0 else "")
             res.findings.append(Finding(
                 severity=sev,
-                title=(f"{what} ({_ms(top_ns)} in {top_gaps} gaps; longest {_ms(top_longest)}){more}"),
+                title=(f"{what} ({_ms(top_ns)} in {top_gaps} gap{'s' if top_gaps != 1 else ''}; "
+                       f"longest {_ms(top_longest)}){more}"),
                 detail=(f"The device is busy {frac(busy):.0%} of its window ({_ms(window)}); "
                         f"{frac(top_ns):.0%} of it is idle while the host is inside {name}"
                         + (f", {frac(others):.0%} inside other {_KIND_LABEL[kind]} ("

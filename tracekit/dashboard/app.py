@@ -359,6 +359,21 @@ def page_run(con: duckdb.DuckDBPyConnection, params: dict[str, list[str]]) -> li
                           html.Span(f"({f['analyzer']}{'; ' + saving if saving else ''})", className="note")],
                          className="finding-title"),
             html.P(f["detail"]), html.Pre(f["evidence"] or "(no evidence)")], className="finding"))
+    out.append(html.H3(rep.top.title))
+    if rep.top.note:
+        out.append(_note(rep.top.note))
+    top_rows = [dict(zip(rep.top.columns, r)) for r in rep.top.rows]
+    out.append(_table("top-table", top_rows, page_size=20,
+                      tooltip_data=[{rep.top.columns[0]: {"value": full, "type": "text"}} for full in rep.top.hover or []],
+                      tooltip_duration=None,
+                      style_cell_conditional=[{"if": {"column_id": c}, "textAlign": "right"} for c in rep.top.numeric]))
+    out.append(html.H3("Where the device time went"))
+    if ov.classes:
+        from tracekit.report import class_figure
+
+        out.append(dcc.Graph(id="run-categories", figure=class_figure(rep), config=_GRAPH_CONFIG))
+    out.append(_note(rep.categories.note))
+    out.append(_table("run-categories-table", [dict(zip(rep.categories.columns, r)) for r in rep.categories.rows]))
     hists = data.request_histograms(con, rid)
     if hists:
         out.append(html.H3("Request latency distribution"))
@@ -369,21 +384,6 @@ def page_run(con: duckdb.DuckDBPyConnection, params: dict[str, list[str]]) -> li
                           f"{h.label}: {h.n} requests", 280, xaxis={"title": {"text": "ms"}},
                           yaxis={"title": {"text": "requests"}}, bargap=0.02)
             out.append(dcc.Graph(id=f"hist-{h.column}", figure=fig))
-    out.append(html.H3("Where the device time went"))
-    if ov.classes:
-        from tracekit.report import class_figure
-
-        out.append(dcc.Graph(id="run-categories", figure=class_figure(rep), config=_GRAPH_CONFIG))
-    out.append(_note(rep.categories.note))
-    out.append(_table("run-categories-table", [dict(zip(rep.categories.columns, r)) for r in rep.categories.rows]))
-    out.append(html.H3(rep.top.title))
-    if rep.top.note:
-        out.append(_note(rep.top.note))
-    top_rows = [dict(zip(rep.top.columns, r)) for r in rep.top.rows]
-    out.append(_table("top-table", top_rows, page_size=20,
-                      tooltip_data=[{rep.top.columns[0]: {"value": full, "type": "text"}} for full in rep.top.hover or []],
-                      tooltip_duration=None,
-                      style_cell_conditional=[{"if": {"column_id": c}, "textAlign": "right"} for c in rep.top.numeric]))
     out.append(html.H3("Roofline"))
     source = ("XLA cost model: one point per op name, its summed FLOPs over its summed bytes (HBM bytes where "
               "stated) against its summed FLOPs over its summed device time")

@@ -109,6 +109,10 @@ def run_choices(con: duckdb.DuckDBPyConnection) -> list[dict[str, str]]:
     return [{"value": r, "label": text} for r, text in rows]
 
 
+#: Which metric a Runs-table KPI cell shows, said briefly after its value.
+_SHORT_KPI_LABELS = {"decode step": "decode", "step (all phases)": "all phases"}
+
+
 def hardware_table(con: duckdb.DuckDBPyConnection) -> None:
     """Create (or replace) the TEMP table ``run_hardware(run_id, hardware, identified)``: per run,
     the hardware-catalog device the analyzers cost against
@@ -186,7 +190,8 @@ def runs_table(
             picked = r.pop(f"{m.id}__which")
             r[m.id] = fmt.value(r[m.id], r.pop(f"{m.id}__unit"))
             if len(m.names) > 1 and picked is not None:  # say which metric the value is
-                r[m.id] += f" ({m.labels[int(picked)]})"
+                label = m.labels[int(picked)]
+                r[m.id] += f" ({_SHORT_KPI_LABELS.get(label, label)})"
     kpi = {m.id for m in HEADLINE_METRICS}
     cols = [c for c in (d[0] for d in rel.description or [])
             if not c.endswith(("__unit", "__which")) and (c in has or c not in kpi)]
