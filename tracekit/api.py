@@ -140,6 +140,21 @@ def top_activity(
     return "no device activity; top host ops by inclusive time", columns, rows
 
 
+def ensure_analyzed(run_id: str, store: str | Path | None = None) -> tuple[str, bool]:
+    """(the full run id of ``run_id`` — a unique prefix is enough —, whether it was analyzed now):
+    a run with neither stored findings nor metrics is analyzed first (every registered analyzer,
+    results stored), so the report and the summary always carry the analyzers' verdict."""
+    path = Path(store) if store is not None else default_store_path()
+    with open_store(path, read_only=True) as con:
+        run_id = resolve_run_id(con, run_id, path)
+        stored = con.execute("SELECT (SELECT count(*) FROM findings WHERE run_id = $1) + "
+                             "(SELECT count(*) FROM metrics WHERE run_id = $1)", [run_id]).fetchall()[0][0]
+    if stored:
+        return run_id, False
+    analyze_runs([run_id], path)
+    return run_id, True
+
+
 def run_summary(run_id: str, store: str | Path | None = None, *, top: int = 5, findings: int = 3,
                 width: int = 44) -> Overview:
     """The one-screen overview of a run (:func:`tracekit.analysis.overview.run_overview`): device,
@@ -150,12 +165,7 @@ def run_summary(run_id: str, store: str | Path | None = None, *, top: int = 5, f
     from tracekit.analysis.overview import run_overview
 
     path = Path(store) if store is not None else default_store_path()
-    with open_store(path, read_only=True) as con:
-        run_id = resolve_run_id(con, run_id, path)
-        stored = con.execute("SELECT (SELECT count(*) FROM findings WHERE run_id = $1) + "
-                             "(SELECT count(*) FROM metrics WHERE run_id = $1)", [run_id]).fetchall()[0][0]
-    if not stored:
-        analyze_runs([run_id], path)
+    run_id, _ = ensure_analyzed(run_id, path)
     with open_store(path, read_only=True) as con:
         library.install(con)
         return run_overview(con, run_id, top=top, findings=findings, width=width)

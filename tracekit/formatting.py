@@ -108,6 +108,17 @@ def size_bytes(n: float | None) -> str:
     return f"{count(n)} B"
 
 
+def saving(ns: float | None, fraction: float | None) -> str:
+    """What a fix would save: ``463 ms, 97.8% of the run`` (either part when only one is known;
+    empty when neither is)."""
+    parts = []
+    if not _missing(ns):
+        parts.append(duration_ns(ns))
+    if not _missing(fraction):
+        parts.append(f"{percent(fraction)} of the run")
+    return ", ".join(parts)
+
+
 def usd(x: float | None) -> str:
     """A price in US dollars: cents for amounts from $1, three significant digits below."""
     if _missing(x):

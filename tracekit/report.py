@@ -50,7 +50,7 @@ from tracekit.analysis.categories import category_case_sql
 from tracekit.analysis.overview import Overview, run_overview
 from tracekit.errors import TraceInputError
 from tracekit.names import short_kernel_names
-from tracekit.store import default_store_path, open_store, resolve_run_id
+from tracekit.store import default_store_path, open_store
 
 SUFFIXES = {".html": "html", ".htm": "html", ".md": "markdown"}
 TOP_N = 20
@@ -117,20 +117,10 @@ def render_report(run_id: str, path: str | Path, store: str | Path | None = None
     kind = SUFFIXES.get(out.suffix.lower())
     if kind is None:
         raise TraceInputError(out, "report must end in .html, .htm or .md")
-    store_path = Path(store) if store is not None else default_store_path()
-    with open_store(store_path, read_only=True) as con:
-        run_id = resolve_run_id(con, run_id, store_path)
-        stored = con.execute(
-            "SELECT (SELECT count(*) FROM findings WHERE run_id = $1) + "
-            "(SELECT count(*) FROM metrics WHERE run_id = $1)",
-            [run_id],
-        ).fetchall()[0][0]
-    analyzed_now = False
-    if not stored:
-        from tracekit.api import analyze_runs
+    from tracekit.api import ensure_analyzed
 
-        analyze_runs([run_id], store_path)
-        analyzed_now = True
+    store_path = Path(store) if store is not None else default_store_path()
+    run_id, analyzed_now = ensure_analyzed(run_id, store_path)
     with open_store(store_path, read_only=True) as con:
         rep = collect(con, run_id, analyzed_now=analyzed_now)
     text = to_html(rep) if kind == "html" else to_markdown(rep)
@@ -173,7 +163,7 @@ def collect(con: duckdb.DuckDBPyConnection, run_id: str, *, analyzed_now: bool =
     findings = Table(
         "Findings",
         ["severity", "analyzer", "title", "detail", "saving"],
-        [(s, a, t, d, _saving(ns, fr)) for s, a, t, d, ns, fr in frows],
+        [(s, a, t, d, fmt.saving(ns, fr)) for s, a, t, d, ns, fr in frows],
         note="" if frows else "The analyzers found nothing to flag.",
     )
     _, mrows = _rows(
@@ -323,15 +313,6 @@ def _roofs(con: duckdb.DuckDBPyConnection, run_id: str, rep: Report) -> None:
         f"{rep.ridge:.1f} FLOP/byte; sources {sources})." if rep.ridge is not None
         else f"{spec.name}: the catalog lacks its bf16 peak or HBM bandwidth, so roofs are partial."
     )
-
-
-def _saving(ns: int | None, frac: float | None) -> str:
-    parts = []
-    if ns is not None:
-        parts.append(fmt.duration_ns(ns))
-    if frac is not None:
-        parts.append(f"{fmt.percent(frac)} of the run")
-    return ", ".join(parts)
 
 
 # ------------------------------------------------------------------------------------------------

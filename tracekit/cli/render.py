@@ -102,10 +102,7 @@ def summary_text(ov: Overview, *, full_names: bool = False) -> str:
 
 
 def _saving(ns: Any, frac: Any) -> str:
-    if ns is None:
-        return ""
-    share = f", {fmt.percent(frac)} of the run" if frac is not None else ""
-    return f"a fix would save ≈ {fmt.duration_ns(ns)}{share}"
+    return f"a fix would save ≈ {fmt.saving(ns, frac)}" if ns is not None else ""
 
 
 def _fit(text: str, width: int) -> str:
