@@ -149,7 +149,9 @@ def test_lock_timeout_gives_a_clear_error_and_no_damage(store: Path) -> None:
     res = run_cli("ingest", str(plain), "--store", str(store), env={"TRACEKIT_LOCK_TIMEOUT": "0.5"})
     holder.wait()
     assert res.returncode == 2
-    assert res.stderr.strip() == (
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 2 and lines[0].startswith(f"waiting for the lock on {store}")
+    assert lines[-1] == (
         f"error: {store}: store is locked by another tracekit process (waited 0.5 s; "
         "set TRACEKIT_LOCK_TIMEOUT to wait longer)"
     )

@@ -13,6 +13,7 @@ import duckdb
 from tracekit.errors import QueryError
 from tracekit.store import (
     default_store_path,
+    first_line,
     match_run_id,
     open_store,
     resolve_run_id,
@@ -54,11 +55,23 @@ def list_runs(store: str | Path | None = None) -> Rows:
     return run_query(RUNS_SQL, store)
 
 
-#: Statement kinds that would change the store: refused in plain words before DuckDB answers with
-#: a binder or read-only error.
-_WRITES = frozenset({"INSERT", "UPDATE", "DELETE", "CREATE", "DROP", "ALTER", "COPY", "ATTACH", "DETACH",
-                     "LOAD", "TRANSACTION", "VACUUM", "EXPORT", "MERGE_INTO", "UPDATE_EXTENSIONS",
-                     "COPY_DATABASE", "ANALYZE", "CREATE_FUNC"})
+#: Statement kinds ``tracekit query`` runs: it reads. Anything else (INSERT, COPY, EXPORT, ATTACH,
+#: SET, …) is refused by kind before DuckDB sees it; ``EXPLAIN`` only of a statement of these kinds.
+_READS = frozenset({"SELECT", "EXPLAIN", "PRAGMA", "CALL"})
+
+
+def _refuse_unless_read(con: duckdb.DuckDBPyConnection, statement: Any, path: Path) -> None:
+    kind = statement.type.name
+    if kind == "EXPLAIN":  # EXPLAIN ANALYZE runs its statement: check what it explains
+        inner = re.sub(r"(?is)^\s*explain\s+(analy[sz]e\s+)?", "", statement.query)
+        inner_statements = con.extract_statements(inner) if inner.strip() else []
+        # what cannot be told apart (a comment before EXPLAIN, EXPLAIN of EXPLAIN) is refused
+        kind = inner_statements[0].type.name if len(inner_statements) == 1 else "EXPLAIN"
+        if kind == "EXPLAIN":
+            kind = "EXPLAIN of an unrecognised statement"
+    if kind not in _READS:
+        raise QueryError(f"{path}: query: the store is read-only here ({kind} is refused); change runs "
+                         "with `tracekit update` / `tracekit delete`, or copy rows out with --format csv")
 
 
 def run_query(sql: str, store: str | Path | None = None) -> Rows:
@@ -79,16 +92,20 @@ def run_query(sql: str, store: str | Path | None = None) -> Rows:
             statements = con.extract_statements(sql)
             if len(statements) != 1:
                 raise QueryError(f"{path}: query: give exactly one SQL statement, got {len(statements)}")
-            kind = statements[0].type.name
-            if kind in _WRITES:
-                raise QueryError(f"{path}: query: the store is read-only here ({kind} is refused); change runs "
-                                 "with `tracekit update` / `tracekit delete`, or copy rows out with --format csv")
+            _refuse_unless_read(con, statements[0], path)
             rel = con.execute(sql)
             columns = [d[0] for d in rel.description] if rel.description else []
             rows = rel.fetchall() if rel.description else []
+        except duckdb.OutOfMemoryException as exc:
+            limit = os.environ.get("TRACEKIT_MEMORY_LIMIT") or "512MB"
+            raise QueryError(f"TRACEKIT_MEMORY_LIMIT: {limit} is too little for this query "
+                             f"({first_line(exc)}); raise it, e.g. TRACEKIT_MEMORY_LIMIT=4GB") from None
         except duckdb.Error as exc:
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise QueryError(f"{path}: query failed: {first}") from None
+            raise QueryError(f"{path}: query failed: {first_line(exc)}") from None
+        except RuntimeError as exc:  # DuckDB's answer to Ctrl-C: "Query interrupted"
+            if "interrupt" in str(exc).lower():
+                raise KeyboardInterrupt from None
+            raise
     return columns, rows
 
 
@@ -344,7 +361,8 @@ def _us_text(ns: int) -> str:
     return f"{'-' if ns < 0 else ''}{abs(ns) // 1000}.{abs(ns) % 1000:03d}"
 
 
-def export_perfetto(run_id: str, path: str | Path, store: str | Path | None = None) -> dict[str, Any]:
+def export_perfetto(run_id: str, path: str | Path, store: str | Path | None = None, *,
+                    force: bool = False) -> dict[str, Any]:
     """Write one run as a Chrome-trace JSON file (opens in ui.perfetto.dev and chrome://tracing).
 
     Device activity is ``ph: "X"`` on one process per (rank, device) and one thread per stream;
@@ -355,14 +373,18 @@ def export_perfetto(run_id: str, path: str | Path, store: str | Path | None = No
     instant events. ``ts``/``dur`` are µs written as exact decimals of the stored integer ns.
     ``cat`` is the Kineto category (``kernel``, ``gpu_memcpy``, ``cpu_op``, ``cuda_runtime``, ...)
     so the file re-ingests as a Kineto trace. Events are produced as JSON text by DuckDB and
-    streamed to a temporary file in batches, then renamed onto ``path``.
+    streamed to a temporary file in batches, then renamed onto ``path``
+    (:func:`tracekit.outputs.open_output`: never onto a store, a directory or a device, and onto
+    an existing file only with ``force``).
 
     Returns the counts written: events per kind, flows, findings, processes, threads.
     """
     from tracekit.errors import TraceInputError
+    from tracekit.outputs import check_output, open_output
 
     store_path = Path(store) if store is not None else default_store_path()
     out_path = Path(path)
+    check_output(out_path, store=store_path, force=force)  # before any work: a refused path fails fast
     counts: dict[str, Any] = {}
     with open_store(store_path, read_only=True) as con:
         run_id = resolve_run_id(con, run_id, store_path)
@@ -526,13 +548,8 @@ def export_perfetto(run_id: str, path: str | Path, store: str | Path | None = No
             "findings": finding_meta,
             "processes": len(seen_pids),
         }
-        tmp = out_path.with_name(out_path.name + ".tmp")
         try:
-            fh = open(tmp, "w", encoding="utf-8")  # noqa: SIM115 - closed below, renamed on success
-        except OSError as exc:
-            raise TraceInputError(out_path, f"cannot write: {exc.strerror or exc}") from None
-        try:
-            with fh:
+            with open_output(out_path, store=store_path, force=force) as fh:
                 fh.write('{"displayTimeUnit":"ns","traceEvents":[\n')
                 first = True
 
@@ -560,13 +577,6 @@ def export_perfetto(run_id: str, path: str | Path, store: str | Path | None = No
                 counts["threads"] = len(threads)
                 metadata["counts"] = counts
                 fh.write("\n],\n\"metadata\":" + json.dumps(metadata, default=str) + "}\n")
-            os.replace(tmp, out_path)
-        except OSError as exc:
-            tmp.unlink(missing_ok=True)
-            raise TraceInputError(out_path, f"cannot write: {exc.strerror or exc}") from None
-        except BaseException:
-            tmp.unlink(missing_ok=True)
-            raise
         finally:
             con.execute("DROP TABLE IF EXISTS temp.tk_threads")
     return counts

@@ -49,3 +49,14 @@ class LoadInputError(TracekitError):
         self.path = str(where)
         self.reason = reason
         super().__init__(f"{self.path}: {reason}")
+
+
+class ConfigError(TracekitError):
+    """A setting is wrong: an environment variable (``TRACEKIT_MEMORY_LIMIT``,
+    ``TRACEKIT_TMPDIR``, …) that is malformed, out of range or points at an unusable place.
+    ``path`` names the setting, so the CLI's line reads ``error: TRACEKIT_TMPDIR: …``."""
+
+    def __init__(self, setting: str, reason: str) -> None:
+        self.path = setting
+        self.reason = reason
+        super().__init__(f"{setting}: {reason}")

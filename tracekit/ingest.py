@@ -10,6 +10,7 @@ bytes, so ingesting the same content twice returns the existing run instead of a
 from __future__ import annotations
 
 import datetime as dt
+import errno
 import hashlib
 import itertools
 import json
@@ -23,7 +24,14 @@ from typing import TYPE_CHECKING
 import duckdb
 
 from tracekit import __version__
-from tracekit.errors import StoreError, TraceInputError
+from tracekit.errors import ConfigError, StoreError, TraceInputError
+from tracekit.limits import (
+    DEFAULT_MEMORY_LIMIT,
+    max_event_bytes,
+    max_inflate_ratio,
+    memory_limit_setting,
+    temp_dir,
+)
 from tracekit.parsers import REGISTRY, IngestContext, Parser, get_parser
 from tracekit.parsers._io import file_sha256
 from tracekit.parsers.base import DeviceInfo, RankInfo
@@ -75,6 +83,8 @@ class IngestResult:
     n_device_events: int = 0
     n_host_events: int = 0
     n_trace_events: int = 0
+    #: events read but not stored because physics forbids them (see ``runs.n_invalid_events``)
+    n_invalid_events: int = 0
     #: stored already: the fields a different --label/--workload/--tag changed
     updated: list[str] = field(default_factory=list)
     #: things the user should know about the new run (e.g. its ranks ran on different devices)
@@ -290,6 +300,17 @@ def _write_run(
 ) -> IngestResult:
     ctx = IngestContext(con, item.run_id, progress, python_events=python_events)
     (item.parser or get_parser(item.format)).parse(item.files, ctx)
+    dropped = drop_impossible_events(con, item.run_id)
+    for info in ctx.ranks:
+        if dropped.get(info.rank):
+            info.n_invalid_events += dropped[info.rank]
+            bounds = con.execute(  # the rank's extent without what was dropped
+                """SELECT min(lo), max(hi) FROM (
+                     SELECT min(start_ns) lo, max(start_ns + dur_ns) hi FROM device_activity WHERE run_id = $r AND rank = $k
+                     UNION ALL SELECT min(start_ns), max(start_ns + dur_ns) FROM host_events WHERE run_id = $r AND rank = $k)""",
+                {"r": item.run_id, "k": info.rank}).fetchone()
+            if bounds is not None:
+                info.first_ns, info.last_ns = bounds
     if not one_run:
         _check_one_capture(item, ctx.ranks)
     if item.requests is not None:
@@ -309,6 +330,7 @@ def _write_run(
     if override_captured_at is not None:  # given by the user (--captured-at): wins over the trace
         captured_at = override_captured_at
     n_events = sum(r.n_trace_events for r in ctx.ranks)
+    n_invalid = sum(r.n_invalid_events for r in ctx.ranks)
     n_dev, n_host, n_pc = con.execute(
         """SELECT (SELECT count(*) FROM device_activity WHERE run_id = $r),
                   (SELECT count(*) FROM host_events WHERE run_id = $r),
@@ -318,7 +340,7 @@ def _write_run(
     con.execute(
         """INSERT INTO run_meta VALUES ($run_id, $sha, $source, $format, $vendor, $device_name,
              $label, $workload, $captured_at, $ingested_at, $tags, $n_files, $n_ranks,
-             $input_bytes, $n_events, $n_skipped, $version)""",
+             $input_bytes, $n_events, $n_skipped, $version, $n_invalid)""",
         {
             "run_id": item.run_id,
             "sha": item.content_sha256,
@@ -337,17 +359,18 @@ def _write_run(
             "n_events": n_events,
             "n_skipped": n_events - n_dev - n_host - n_pc,  # PC samples are stored records too
             "version": __version__,
+            "n_invalid": n_invalid,
         },
     )
     con.executemany(
-        "INSERT INTO rank_meta VALUES (" + ", ".join(["?"] * 21) + ")",
+        "INSERT INTO rank_meta VALUES (" + ", ".join(["?"] * 22) + ")",
         [
             (
                 item.run_id, r.rank, r.world_size, r.dist_backend, r.rank_source, r.host, str(r.path),
                 r.file_sha256, r.schema_version, r.trace_id, r.base_time_ns, r.display_time_unit,
                 r.runtime, r.runtime_version, json.dumps(r.metadata or {}, default=str),
                 r.n_trace_events, r.n_python_events, r.n_flow_events, r.n_other_skipped,
-                r.first_ns, r.last_ns,
+                r.first_ns, r.last_ns, r.n_invalid_events,
             )
             for r in ctx.ranks
         ],
@@ -369,8 +392,111 @@ def _write_run(
         n_device_events=int(n_dev),
         n_host_events=int(n_host),
         n_trace_events=n_events,
-        warnings=[w for w in (_mixed_devices(con, ctx),) if w],
+        n_invalid_events=n_invalid,
+        warnings=[w for w in (_mixed_devices(con, ctx), _invalid_note(n_invalid, n_events)) if w],
     )
+
+
+#: A gap (ns) between consecutive event starts of one rank that splits it into separate groups: a
+#: profile covers seconds to minutes, so events a day away from all others are a corrupt or
+#: sentinel timestamp when there are few of them. Also the longest duration an event may have.
+FAR_NS = 86_400 * 10**9
+
+#: A group of a rank's events (split at gaps over :data:`FAR_NS`) holding less than this share of
+#: the rank's events is stray: its times cannot be right. Larger groups are captures pooled into
+#: one run on purpose (``one_run``), kept.
+STRAY_SHARE = 0.01
+
+#: The start-time ranges of each rank's stray groups. ``$r`` is the run id.
+_STRAY = f"""
+WITH ev AS (
+    SELECT rank, start_ns FROM device_activity WHERE run_id = $r
+    UNION ALL SELECT rank, start_ns FROM host_events WHERE run_id = $r
+), gaps AS (
+    SELECT rank, start_ns,
+           CASE WHEN start_ns::HUGEINT - lag(start_ns) OVER (PARTITION BY rank ORDER BY start_ns) > {FAR_NS}
+                THEN 1 ELSE 0 END AS new_group
+    FROM ev
+), grouped AS (
+    SELECT rank, start_ns,
+           sum(new_group) OVER (PARTITION BY rank ORDER BY start_ns ROWS UNBOUNDED PRECEDING) AS grp
+    FROM gaps
+), sized AS (
+    SELECT rank, grp, min(start_ns) AS lo, max(start_ns) AS hi, count(*) AS n,
+           sum(count(*)) OVER (PARTITION BY rank) AS total
+    FROM grouped GROUP BY rank, grp
+)
+SELECT rank, lo, hi FROM sized WHERE n < {STRAY_SHARE} * total
+"""
+
+
+def _plain_error(exc: BaseException, store_path: Path, item: RunInput | None) -> Exception | None:
+    """The one-line error for what went wrong inside an ingest's transaction, blamed on what
+    caused it: the memory limit, the disk, the input being read, or the store; None to re-raise.
+    DuckDB's "Current transaction is aborted" (from a cleanup after the failure) gives way to the
+    failure itself, found in the exception's context."""
+    while "transaction is aborted" in str(exc) and exc.__context__ is not None:
+        exc = exc.__context__
+    first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    source = item.source if item is not None else store_path
+    if isinstance(exc, (duckdb.OutOfMemoryException, MemoryError)):
+        limit = os.environ.get("TRACEKIT_MEMORY_LIMIT") or DEFAULT_MEMORY_LIMIT
+        return ConfigError("TRACEKIT_MEMORY_LIMIT", f"{limit} is too little for {source} ({first}); "
+                           "raise it, e.g. TRACEKIT_MEMORY_LIMIT=4GB")
+    if isinstance(exc, RecursionError):
+        return TraceInputError(source, "nested too deeply to read")
+    if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
+        return StoreError(source, "no space left on device (free space where the store is, or point "
+                          "TRACEKIT_TMPDIR elsewhere)")
+    if isinstance(exc, (duckdb.ConversionException, duckdb.InvalidInputException, duckdb.OutOfRangeException))\
+            and item is not None:
+        return TraceInputError(source, f"bad value in the trace: {first}")
+    if isinstance(exc, duckdb.Error):
+        return StoreError(store_path, f"ingest failed in DuckDB: {first}")
+    return None
+
+
+def drop_impossible_events(con: duckdb.DuckDBPyConnection, run_id: str) -> dict[int, int]:
+    """Delete the run's stored device and host events that physics forbids, inside the ingest's
+    transaction; return how many were dropped per rank.
+
+    Dropped: a negative duration (an end before its start; ``device_dur_ns`` too), a duration over
+    :data:`FAR_NS` (a day), and the events of a stray group: a rank's events split at gaps of
+    more than a day between consecutive starts, a group with under :data:`STRAY_SHARE` of them (a
+    corrupt or sentinel timestamp such as ``-1``, far from the capture). Times are compared as
+    HUGEINT, so no sum overflows. The usual trace costs one aggregate scan."""
+    spans = con.execute(
+        """SELECT min(lo), max(hi), min(shortest) FROM (
+             SELECT min(start_ns) lo, max(start_ns::HUGEINT + dur_ns) hi, least(min(dur_ns), min(device_dur_ns)) shortest
+             FROM device_activity WHERE run_id = $r
+             UNION ALL SELECT min(start_ns), max(start_ns::HUGEINT + dur_ns), min(dur_ns)
+             FROM host_events WHERE run_id = $r)""", {"r": run_id}).fetchone()
+    if spans is None or spans[0] is None or (spans[1] - spans[0] <= FAR_NS and (spans[2] or 0) >= 0):
+        return {}  # nothing can be out of bounds
+    con.execute("CREATE OR REPLACE TEMP TABLE tracekit_stray AS " + _STRAY, {"r": run_id})
+    dropped: dict[int, int] = {}
+    try:
+        for table, extra in (("device_activity", " OR coalesce(t.device_dur_ns, 0) < 0"), ("host_events", "")):
+            where = f"""t.run_id = $r AND (t.dur_ns < 0{extra} OR t.dur_ns > {FAR_NS}
+                OR EXISTS (SELECT 1 FROM tracekit_stray s WHERE s.rank = t.rank AND t.start_ns BETWEEN s.lo AND s.hi))"""
+            rows = con.execute(f"SELECT t.rank, count(*) FROM {table} t WHERE {where} GROUP BY t.rank",
+                               {"r": run_id}).fetchall()
+            if not rows:
+                continue
+            con.execute(f"DELETE FROM {table} t WHERE {where}", {"r": run_id})
+            for rank, n in rows:
+                dropped[int(rank)] = dropped.get(int(rank), 0) + int(n)
+    finally:
+        con.execute("DROP TABLE IF EXISTS tracekit_stray")
+    return dropped
+
+
+def _invalid_note(n_invalid: int, n_events: int) -> str | None:
+    if not n_invalid:
+        return None
+    return (f"dropped {n_invalid:,} of {n_events:,} events that cannot be right (a negative duration, a "
+            "truncated or repeated record, or a time more than a day from the rest of the trace); "
+            "counted in runs.n_invalid_events")
 
 
 def ingest(
@@ -408,6 +534,8 @@ def ingest(
     """
     if not paths:
         raise TraceInputError("<none>", "no input path given")
+    # settings are checked before any input is read or the store opened
+    memory_limit_setting(), temp_dir(), max_event_bytes(), max_inflate_ratio()
     items = [resolve_input(p, format_name) for p in paths]
     for item in items:  # store-independent work (imports, decoding) may start now, in the background
         item.parser = get_parser(item.format)
@@ -420,11 +548,13 @@ def ingest(
     existed = store_path.exists()
     results: list[IngestResult] = []
     con = None
+    current: RunInput | None = None
     try:
         con = connect(store_path, on_wait=on_lock_wait)
         con.execute("BEGIN")
         seen: dict[str, IngestResult] = {}
         for item in items:
+            current = item
             if item.content_sha256 in seen:
                 results.append(seen[item.content_sha256])
                 continue
@@ -461,8 +591,9 @@ def ingest(
         if not existed:
             for leftover in (store_path, Path(str(store_path) + ".wal")):
                 leftover.unlink(missing_ok=True)
-        if isinstance(exc, duckdb.Error):
-            raise StoreError(store_path, f"ingest failed in DuckDB: {exc}") from exc
+        plain = _plain_error(exc, store_path, current)
+        if plain is not None:
+            raise plain from None
         raise
     finally:
         if con is not None:

@@ -17,18 +17,23 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import shutil
 import sys
+import tempfile
 import time
+import weakref
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import duckdb
 
-from tracekit.errors import StoreError, TraceInputError
+from tracekit.errors import ConfigError, StoreError, TraceInputError
+from tracekit.limits import memory_limit_setting, temp_dir
 
 #: Version of the schema this code writes. Bump it and add a step to ``MIGRATIONS`` together.
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 DEFAULT_STORE = "tracekit.duckdb"
 
@@ -301,12 +306,19 @@ CREATE TABLE model_rows (  -- the model a run served, attached with --model (tra
 );
 """
 
+#: Schema 4: events dropped at ingest because physics forbids them (a negative duration, an end
+#: before its start, a time more than a day from the rest of its rank), per rank and per run.
+_COLUMNS_V4 = """
+ALTER TABLE rank_meta ADD COLUMN n_invalid_events BIGINT DEFAULT 0;
+ALTER TABLE run_meta ADD COLUMN n_invalid_events BIGINT DEFAULT 0;
+"""
+
 #: The public views. Recreated by every migration so that they always match the base tables.
 _VIEWS = """
 CREATE OR REPLACE VIEW runs AS
 SELECT run_id, source, format, vendor, device_name, label, workload, captured_at, ingested_at,
        tags, content_sha256, n_files, n_ranks, input_bytes, n_trace_events, n_skipped_events,
-       tracekit_version
+       tracekit_version, n_invalid_events
 FROM run_meta;
 
 CREATE OR REPLACE VIEW kernels AS
@@ -554,7 +566,8 @@ FROM model_rows;
 CREATE OR REPLACE VIEW ranks AS
 SELECT run_id, rank, world_size, dist_backend, rank_source, host, path, file_sha256, schema_version,
        trace_id, base_time_ns, display_time_unit, runtime, runtime_version, trace_metadata,
-       n_trace_events, n_python_events, n_flow_events, n_other_skipped, first_ns, last_ns
+       n_trace_events, n_python_events, n_flow_events, n_other_skipped, first_ns, last_ns,
+       n_invalid_events
 FROM rank_meta;
 """
 
@@ -567,9 +580,14 @@ def _add_model_rows(con: duckdb.DuckDBPyConnection) -> None:
     con.execute(_TABLES_V3)
 
 
+def _add_invalid_counts(con: duckdb.DuckDBPyConnection) -> None:
+    con.execute(_COLUMNS_V4)
+
+
 MIGRATIONS: dict[int, Migration] = {
     1: lambda con: None,  # 1 → 2: views only (runtime_calls classifies api_kind per distinct name)
     2: _add_model_rows,  # 2 → 3: model_rows (the model a run served)
+    3: _add_invalid_counts,  # 3 → 4: n_invalid_events of rank_meta and run_meta
 }
 
 _RUN_TABLES = (
@@ -617,8 +635,6 @@ def connect(
     if read_only and not path.exists():
         raise StoreError(path, "no such store (ingest a trace first, or pass --store)")
     timeout = _lock_timeout_s() if lock_timeout_s is None else lock_timeout_s
-    deadline = time.monotonic() + timeout
-    warned = False
     # A writer runs DuckDB on one thread: ingest keeps another core busy decompressing and
     # decoding the next chunk, and one thread keeps peak memory low (benchmarks/, 2 cores).
     # Readers (queries, dashboard) use every core.
@@ -627,7 +643,7 @@ def connect(
     # it faster (benchmarks/). TRACEKIT_MEMORY_LIMIT overrides it (a DuckDB size, e.g. "2GB").
     config: dict[str, str | bool | int | float | list[str]] = {
         "threads": 1,
-        "memory_limit": os.environ.get("TRACEKIT_MEMORY_LIMIT", "512MB"),
+        "memory_limit": memory_limit_setting(),
     }
     if not read_only:
         # A writer checkpoints at each COMMIT (threshold 1 KB) rather than at close: the data is
@@ -637,15 +653,105 @@ def connect(
     else:
         config["threads"] = max(1, os.cpu_count() or 1)
         config["enable_external_access"] = False
+        # DuckDB lets a connection write its temp directory even without external access; by
+        # default that is `<store>.tmp/`, next to the store. A reader spills into a private
+        # directory instead, removed when the connection is closed by open_store or collected.
+        config["temp_directory"] = str(_private_spill_dir())
+    try:
+        if read_only and _is_zero_bytes(path):
+            # a 0-byte file: a first ingest of an older tracekit killed before DuckDB wrote its
+            # header. Read as a store without runs (_blank_store; the next ingest makes it real).
+            con = duckdb.connect(":memory:", config=config)
+        else:
+            if not read_only:
+                _create_store(path, config)
+            con = _connect_waiting(path, read_only, config, timeout, on_wait)
+    except BaseException:
+        if "temp_directory" in config:
+            shutil.rmtree(str(config["temp_directory"]), ignore_errors=True)
+        raise
+    if "temp_directory" in config:
+        _SPILL_DIRS[con] = weakref.finalize(con, shutil.rmtree, str(config["temp_directory"]), True)
+    try:
+        # no progress bar on stderr, even when Python runs with -c (DuckDB then thinks it is
+        # interactive): the CLI draws its own, and --json output must stay clean
+        con.execute("SET enable_progress_bar = false")
+        if read_only:
+            version = _schema_version(con)
+            if version is None:
+                if not _is_blank(con):
+                    raise StoreError(path, "not a tracekit store (no tracekit_schema table)")
+                con = _blank_store(con, config)  # a blank DuckDB file (an interrupted first ingest)
+            else:
+                _check_version(path, version)
+        else:
+            ensure_schema(con, path)
+    except duckdb.Error as exc:
+        close(con)
+        raise StoreError(path, f"cannot use the store: {first_line(exc)}") from None
+    except BaseException:
+        close(con)
+        raise
+    return con
+
+
+def _private_spill_dir() -> Path:
+    """A new ``tracekit-query-<pid>-*`` directory in the temp dir, for one reader's spills. Those
+    of processes that no longer run (killed before they could remove theirs) are removed first."""
+    base = temp_dir()
+    try:
+        for old in base.glob("tracekit-query-*-*"):
+            pid = old.name.split("-")[2]
+            if pid.isdigit() and not _alive(int(pid)):
+                shutil.rmtree(old, ignore_errors=True)
+        return Path(tempfile.mkdtemp(prefix=f"tracekit-query-{os.getpid()}-", dir=base))
+    except OSError as exc:
+        raise ConfigError("TRACEKIT_TMPDIR" if os.environ.get("TRACEKIT_TMPDIR") else "temp directory",
+                          f"{base}: cannot create a private directory for query spills "
+                          f"({exc.strerror or exc})") from None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # another user's process: alive
+        return True
+    return True
+
+
+#: Private spill directories of read-only connections, removed by :func:`close`.
+_SPILL_DIRS: weakref.WeakKeyDictionary[duckdb.DuckDBPyConnection, Any] = (
+    weakref.WeakKeyDictionary())
+
+
+def close(con: duckdb.DuckDBPyConnection) -> None:
+    """Close a connection from :func:`connect` and remove its private spill directory."""
+    con.close()
+    fin = _SPILL_DIRS.pop(con, None)
+    if fin is not None:
+        fin()
+
+
+def first_line(exc: BaseException) -> str:
+    """The first line of an exception's text (DuckDB adds context lines such as ``LINE 1:``)."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _connect_waiting(path: Path, read_only: bool, config: dict[str, str | bool | int | float | list[str]],
+                     timeout: float, on_wait: Callable[[], None] | None) -> duckdb.DuckDBPyConnection:
+    deadline = time.monotonic() + timeout
+    warned = False
     while True:
         try:
-            con = duckdb.connect(str(path), read_only=read_only, config=config)
-            break
+            return duckdb.connect(str(path), read_only=read_only, config=config)
         except duckdb.IOException as exc:
             if not _is_lock_error(exc):
-                raise StoreError(path, f"cannot open store: {exc}") from None
+                raise StoreError(path, f"cannot open store: {first_line(exc)}") from None
             if time.monotonic() >= deadline:
-                raise StoreError(
+                raise StoreLockedError(
                     path,
                     f"store is locked by another tracekit process (waited {timeout:g} s; "
                     "set TRACEKIT_LOCK_TIMEOUT to wait longer)",
@@ -656,19 +762,118 @@ def connect(
                     on_wait()
             time.sleep(0.2)
         except duckdb.Error as exc:
-            raise StoreError(path, f"not a tracekit store: {exc}") from None
+            raise StoreError(path, f"not a tracekit store: {first_line(exc)}") from None
+
+
+class StoreLockedError(StoreError):
+    """The store stayed locked by another process (a writer: ingest, analyze, capture, …) for the
+    whole wait. DuckDB allows one writer per file; while it holds the file, readers wait too."""
+
+
+def lock_wait_notice(path: str | Path, timeout_s: float | None = None) -> str:
+    """The one line printed (on stderr) when a command starts waiting for the store's lock."""
+    timeout = _lock_timeout_s() if timeout_s is None else timeout_s
+    return (f"waiting for the lock on {path}: another tracekit process is writing the store "
+            f"(waiting up to {timeout:g} s; TRACEKIT_LOCK_TIMEOUT sets how long)")
+
+
+def _is_zero_bytes(path: Path) -> bool:
     try:
-        if read_only:
-            version = _schema_version(con)
-            if version is None:
-                raise StoreError(path, "not a tracekit store (no tracekit_schema table)")
-            _check_version(path, version)
-        else:
-            ensure_schema(con, path)
-    except BaseException:
+        return path.is_file() and path.stat().st_size == 0
+    except OSError:
+        return False
+
+
+def _is_blank(con: duckdb.DuckDBPyConnection) -> bool:
+    """True when the database has no table, view, macro or sequence of its own: a DuckDB file a
+    first ingest created but did not get to commit the schema to."""
+    row = con.execute(
+        "SELECT (SELECT count(*) FROM duckdb_tables() WHERE database_name = current_database())"
+        " + (SELECT count(*) FROM duckdb_views() WHERE NOT internal AND database_name = current_database())"
+    ).fetchone()
+    return row is not None and row[0] == 0
+
+
+def _blank_store(con: duckdb.DuckDBPyConnection,
+                 config: dict[str, str | bool | int | float | list[str]]) -> duckdb.DuckDBPyConnection:
+    """A store without runs, for a reader of a blank store (a 0-byte file, or a DuckDB file whose
+    first ingest was killed before the schema committed): an in-memory database with the current
+    schema, opened with the reader's ``config``, taking over ``con``'s spill directory. ``con`` is
+    closed (unless it is that in-memory database already)."""
+    if con.execute("SELECT current_database()").fetchone() != ("memory",):
+        fin = _SPILL_DIRS.pop(con, None)
+        cleanup = fin.detach() if fin is not None else None
         con.close()
+        con = duckdb.connect(":memory:", config=config)
+        if cleanup is not None:
+            _obj, func, args, _kwargs = cleanup
+            _SPILL_DIRS[con] = weakref.finalize(con, func, *args)
+    try:
+        ensure_schema(con)
+    except BaseException:
+        close(con)
         raise
     return con
+
+
+def _remove_stale_creations(path: Path) -> None:
+    """Remove what a creator killed between linking its new store into place and removing the
+    temporary name left behind (``.<name>.<pid>.<n>.new``, a second link to the store), once its
+    process is gone."""
+    import glob
+
+    for name in glob.glob(os.path.join(glob.escape(str(path.parent)), f".{glob.escape(path.name)}.*.new")):
+        try:
+            pid = int(Path(name).name[len(path.name) + 2:].split(".")[0])
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            Path(name).unlink(missing_ok=True)
+        except (ValueError, OSError):
+            continue
+
+
+def _create_store(path: Path, config: dict[str, str | bool | int | float | list[str]]) -> None:
+    """Create a new store atomically: the schema is written to a temporary file next to ``path``,
+    which is then hard-linked into place (or renamed where links are not supported), so a store
+    never appears without its schema, whenever the first ingest is killed. A 0-byte file at
+    ``path`` (left by an older tracekit) is replaced. Nothing happens when a store exists.
+    A concurrent creator that wins the race keeps its store; this one's is discarded."""
+    try:
+        if path.exists() and path.stat().st_size > 0:
+            _remove_stale_creations(path)
+            return
+        if path.is_symlink() or (path.exists() and not path.is_file()):
+            return  # DuckDB says what is wrong with it
+    except OSError:
+        return
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{time.monotonic_ns()}.new")
+    try:
+        con = duckdb.connect(str(tmp), config=config)
+        try:
+            ensure_schema(con, path)
+        finally:
+            con.close()
+        if path.exists():
+            if path.stat().st_size == 0:
+                os.replace(tmp, path)
+        else:
+            try:
+                os.link(tmp, path)
+            except FileExistsError:
+                pass  # another process created the store meanwhile: use theirs
+            except OSError:
+                if not path.exists():
+                    os.replace(tmp, path)
+    except OSError as exc:
+        raise StoreError(path, f"cannot create the store: {exc.strerror or exc}") from None
+    except duckdb.Error as exc:
+        raise StoreError(path, f"cannot create the store: {first_line(exc)}") from None
+    finally:
+        for leftover in (tmp, tmp.with_name(tmp.name + ".wal")):
+            try:
+                leftover.unlink(missing_ok=True)
+            except OSError:
+                pass
 
 
 def _schema_version(con: duckdb.DuckDBPyConnection) -> int | None:
@@ -707,6 +912,7 @@ def ensure_schema(con: duckdb.DuckDBPyConnection, path: str | Path = "<store>") 
         try:
             con.execute(_TABLES_V1)
             con.execute(_TABLES_V3)
+            con.execute(_COLUMNS_V4)
             con.execute(_VIEWS)
             con.execute("INSERT INTO tracekit_schema VALUES (?, ?)", [SCHEMA_VERSION, utc_now()])
             con.execute("COMMIT")
@@ -750,13 +956,13 @@ def open_store(
     p = Path(path) if path is not None else default_store_path()
 
     def notice() -> None:
-        print(f"waiting for the lock on {p} (another tracekit process is writing)…", file=sys.stderr)
+        print(lock_wait_notice(p), file=sys.stderr)
 
     con = connect(p, read_only=read_only, on_wait=notice)
     try:
         yield con
     finally:
-        con.close()
+        close(con)
 
 
 #: A run id prefix must have at least this many characters to name a run.

@@ -786,7 +786,8 @@ def read_requests(path: str | Path) -> list[RequestRecord]:
             raise TraceInputError(path, f"line {i}: itl_ns must be a list of integers (ns)")
         if doc["token_count_source"] not in ("usage", "counted"):
             raise TraceInputError(path, f"line {i}: token_count_source must be 'usage' or 'counted'")
-        out.append(RequestRecord(**{k: doc[k] for k in _RECORD_FIELDS}))
+        fields: dict[str, Any] = {k: doc.get(k) for k in _RECORD_FIELDS}  # optional fields may be absent
+        out.append(RequestRecord(**fields))
     return out
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Generic, TypeVar, cast
 
 from tracekit.errors import TraceInputError
+from tracekit.limits import check_inflation, max_inflate_ratio
 
 GZIP_MAGIC = b"\x1f\x8b"
 _RAW_BLOCK = 256 << 10  # bytes read from disk per step
@@ -58,6 +59,9 @@ def iter_decompressed(
 ) -> Iterator[bytes]:
     """Yield the file's content in blocks of at most 1 MiB, gunzipping it when it is gzip.
 
+    Refuses (:class:`~tracekit.limits.InputLimitError`) gzip data that inflates more than
+    ``TRACEKIT_MAX_INFLATE_RATIO`` times the compressed bytes read so far, once past 64 MiB: a
+    decompression bomb is refused after about 64 MiB of output, whatever its size.
     With ``strict``, a gzip stream that ends before its end-of-stream marker raises
     :class:`TraceInputError` ("truncated gzip"); concatenated gzip members are all read.
     ``counter``, when given, is advanced by the bytes read from disk.
@@ -80,12 +84,17 @@ def iter_decompressed(
         d = _inflate.decompressobj(wbits=31)
         in_member = True  # a gzip member has been started and not yet finished
         pending = first
+        compressed = len(first)  # bytes read from disk so far: a bomb is refused early
+        ratio = max_inflate_ratio()
+        inflated = 0
         while True:
             try:
                 while pending:
                     out = d.decompress(pending, _MAX_OUT)
                     pending = d.unconsumed_tail
                     if out:
+                        inflated += len(out)
+                        check_inflation(path, compressed, inflated, ratio)
                         yield out
                     if d.eof:
                         rest = d.unused_data + pending
@@ -102,12 +111,14 @@ def iter_decompressed(
                 raise TraceInputError(path, f"corrupt gzip data ({exc})") from None
             pending = f.read(_RAW_BLOCK)
             counter.n += len(pending)
+            compressed += len(pending)
             if not pending:
                 break
             in_member = True
         if in_member:
             tail = d.flush()
             if tail:
+                check_inflation(path, compressed, inflated + len(tail), ratio)
                 yield tail
             if strict and not d.eof:
                 raise TraceInputError(path, "truncated gzip (the stream ends before its end marker)")

@@ -8,6 +8,7 @@ says whether it recognizes a file (:meth:`Parser.sniff`) and writes one run's ro
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -75,6 +76,10 @@ class RankInfo:
     n_python_events: int = 0
     n_flow_events: int = 0
     n_other_skipped: int = 0
+    #: events read but not stored because physics forbids them (a negative duration, a
+    #: truncated or duplicated record, a time far outside the capture): counted by the parser for
+    #: what it drops itself, plus what ingest's validation drops (tracekit.ingest)
+    n_invalid_events: int = 0
     first_ns: int | None = None
     last_ns: int | None = None
     captured_at_unix_s: float | None = None
@@ -187,7 +192,9 @@ class IngestContext:
 
         def i(key: str) -> int | None:
             v = props.get(key)
-            return int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+            if not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v):
+                return None  # absent, of another type, NaN or infinite
+            return int(v) if -(1 << 63) <= v < (1 << 63) else None  # stored as BIGINT
 
         name = (str(props["name"]).strip() or None) if props.get("name") is not None else None
         vendor = vendor_of_device(name, runtime)
