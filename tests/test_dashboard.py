@@ -80,7 +80,7 @@ def sample_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return store
 
 
-def _wait_http(url: str, proc: subprocess.Popen[str], timeout: float = 60) -> None:
+def _wait_http(url: str, proc: subprocess.Popen[str], timeout: float = 300) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -89,7 +89,7 @@ def _wait_http(url: str, proc: subprocess.Popen[str], timeout: float = 60) -> No
             with urllib.request.urlopen(url, timeout=5) as r:
                 if r.status == 200:
                     return
-        except (urllib.error.URLError, ConnectionError):
+        except (urllib.error.URLError, ConnectionError, TimeoutError):  # workers still booting
             time.sleep(0.3)
     raise AssertionError(f"{url} did not answer within {timeout} s")
 
@@ -536,5 +536,41 @@ def test_weekly_page_trends_device_time_for_a_gpu_workload(browser: webdriver.Ch
         span = dt.datetime.fromisoformat(hi[:10]) - dt.datetime.fromisoformat(lo[:10])
         assert span == dt.timedelta(days=8)  # the week ± 4 days
         _shot(browser, "weekly-one-week")
+    finally:
+        _stop(proc)
+
+
+def test_hostile_labels_are_shown_as_text_not_run(browser: webdriver.Chrome, tmp_path: Path) -> None:
+    """A label, workload and tag that are HTML and script payloads show up as literal text on the
+    Runs, Run and Compare pages and in the page title; none of them runs (each payload would set a
+    global the test reads back)."""
+    import shutil
+
+    import tracekit
+    from tracekit.api import analyze_runs
+
+    store = tmp_path / "xss.duckdb"
+    payloads = ['<img src=x onerror="window.__xss=1">', "<script>window.__xss=2</script>",
+                '"><svg onload="window.__xss=3">']
+    second = tmp_path / "copy.pt.trace.json.gz"
+    shutil.copyfile(DECODER, second)
+    a = tracekit.ingest([DECODER], store, label=payloads[0], workload=payloads[1])[0].run_id
+    b = tracekit.ingest([second], store, label=payloads[2], workload=payloads[1])[0].run_id
+    analyze_runs([], store, only_new=True)
+    port = _free_port()
+    proc = _start([sys.executable, "-c", "from tracekit.cli.main import main; main()", "dashboard",
+                   "--store", str(store), "--port", str(port)], f"http://127.0.0.1:{port}/")
+    try:
+        base = f"http://127.0.0.1:{port}"
+        for url, css in ((base + "/", "#runs-table"), (base + f"/run?run={a}", "#run-header"),
+                         (base + f"/compare?a={a}&b={b}", "#compare-metrics-table"),
+                         (base + "/weekly?workload=" + urllib.parse.quote(payloads[1]), "#trends, #trends-none")):
+            _open(browser, url, css)
+            time.sleep(0.5)  # an onerror would fire as the page renders
+            assert browser.execute_script("return window.__xss === undefined"), url
+            text = browser.find_element(By.TAG_NAME, "body").text
+            assert not browser.find_elements(By.CSS_SELECTOR, "img[src='x'], #react-entry-point svg[onload]"), url
+            if "/weekly" not in url:
+                assert payloads[0] in text or payloads[2] in text, url
     finally:
         _stop(proc)

@@ -108,24 +108,31 @@ class Report:
     requests: Table | None = None  # request latency of a load-driven run (serving analyzer)
 
 
-def render_report(run_id: str, path: str | Path, store: str | Path | None = None) -> Path:
+def render_report(run_id: str, path: str | Path, store: str | Path | None = None, *, force: bool = False) -> Path:
     """Write the report of ``run_id`` to ``path`` (``.html``/``.htm``: self-contained page with an
     inline Plotly roofline; ``.md``: the same tables, no chart) and return the path.
 
-    Raises :class:`TraceInputError` for an unknown run or an unsupported suffix."""
+    The file is written atomically by :func:`tracekit.outputs.write_output`: never onto a store, a
+    directory or a device, and onto an existing file only with ``force``; the path is checked
+    before the run is analyzed, so a refused path leaves the store untouched.
+
+    Raises :class:`TraceInputError` for an unknown run or an unsupported suffix,
+    :class:`tracekit.outputs.OutputError` for a path that may not be written."""
+    from tracekit.outputs import check_output, write_output
+
     out = Path(path)
+    store_path = Path(store) if store is not None else default_store_path()
+    check_output(out, store=store_path, force=force, make_parents=True)
     kind = SUFFIXES.get(out.suffix.lower())
     if kind is None:
         raise TraceInputError(out, "report must end in .html, .htm or .md")
     from tracekit.api import ensure_analyzed
 
-    store_path = Path(store) if store is not None else default_store_path()
     run_id, analyzed_now = ensure_analyzed(run_id, store_path)
     with open_store(store_path, read_only=True) as con:
         rep = collect(con, run_id, analyzed_now=analyzed_now)
     text = to_html(rep) if kind == "html" else to_markdown(rep)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(text, encoding="utf-8")
+    write_output(out, text, store=store_path, force=force, make_parents=True)
     return out
 
 

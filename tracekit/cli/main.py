@@ -78,6 +78,16 @@ StoreOpt = Annotated[
 ]
 
 
+ForceOpt = Annotated[
+    bool,
+    typer.Option(
+        "--force",
+        help="Overwrite an existing output file. Never needed for a new file, and never enough to "
+        "overwrite a tracekit store (or its .wal), a directory or a device/fifo/socket.",
+    ),
+]
+
+
 ModelOpt = Annotated[
     str | None,
     typer.Option(
@@ -232,6 +242,7 @@ def ingest(
     Re-ingesting identical content returns the existing run id instead of a duplicate.
     """
     from tracekit.ingest import ingest as do_ingest
+    from tracekit.store import lock_wait_notice
 
     _check_model(model, tp, weights, kv_cache)
     tags = _parse_tags(tag)
@@ -284,13 +295,15 @@ def ingest(
                     progress=advance,
                     on_start=lambda total: prog.update(task, total=total),
                     python_events=python_events, captured_at=when,
-                    on_lock_wait=lambda: err.print(f"waiting for the lock on {store_path}…"),
+                    on_lock_wait=lambda: err.print(lock_wait_notice(store_path), markup=False),
                     before_commit=summarize, one_run=one_run,
                 )
         else:
             results = do_ingest(
                 paths, store_path, label=label, workload=workload, tags=tags, format_name=format_name,
                 python_events=python_events, captured_at=when, before_commit=summarize, one_run=one_run,
+                # on stderr in every mode (--json too: stdout carries only the JSON)
+                on_lock_wait=lambda: print(lock_wait_notice(store_path), file=sys.stderr, flush=True),
             )
         _attach_model([r.run_id for r in results], store_path, model, tp, weights, kv_cache)
     except TracekitError as exc:
@@ -666,10 +679,12 @@ def report(
     run_id: Annotated[str, typer.Argument(help="Run id to report on.", show_default=False)],
     output: Annotated[
         Path,
-        typer.Option("--output", "-o", help="report.html (self-contained page with a roofline) or report.md.",
+        typer.Option("--output", "-o", help="report.html (self-contained page with a roofline) or report.md; "
+                     "an existing file only with --force, never a store, a directory or a device.",
                      show_default=False),
     ],
     store: StoreOpt = None,
+    force: ForceOpt = False,
 ) -> None:
     """Write a run's report: findings, metrics, time by kernel category, top kernels, roofline.
 
@@ -677,7 +692,7 @@ def report(
     from tracekit.report import render_report
 
     try:
-        path = render_report(run_id, output, store)
+        path = render_report(run_id, output, store, force=force)
     except TracekitError as exc:
         fail(str(exc))
         return
@@ -761,16 +776,18 @@ def export(
     run_id: Annotated[str, typer.Argument(help="The run to export.", show_default=False)],
     perfetto: Annotated[
         Path,
-        typer.Option("--perfetto", help="Write a Chrome-trace JSON file (opens in ui.perfetto.dev).",
+        typer.Option("--perfetto", help="Write a Chrome-trace JSON file (opens in ui.perfetto.dev); an "
+                     "existing file only with --force, never a store, a directory or a device.",
                      show_default=False),
     ],
     store: StoreOpt = None,
+    force: ForceOpt = False,
 ) -> None:
     """Export a run as a Chrome-trace file: device, host, flows, and stored findings as markers."""
     from tracekit.api import export_perfetto
 
     try:
-        counts = export_perfetto(run_id, perfetto, store)
+        counts = export_perfetto(run_id, perfetto, store, force=force)
     except TracekitError as exc:
         fail(str(exc))
         return
@@ -819,9 +836,16 @@ def capture(
     ] = 0,
     out_dir: Annotated[
         Path | None,
-        typer.Option("--out", help="Directory for the traces (default: ./tracekit-capture-<UTC time>).",
+        typer.Option("--out", help="Directory for the traces (default: ./tracekit-capture-<UTC time>): a new "
+                     "or empty directory; with --force also a previous capture's directory (emptied first).",
                      show_default=False),
     ] = None,
+    force: Annotated[
+        bool,
+        typer.Option("--force", help="Replace the traces of a previous capture in --out (a directory holding "
+                     "tracekit-capture.json and no DuckDB file); never any other non-empty directory, a "
+                     "file, a store or a device."),
+    ] = False,
     counters: Annotated[
         str | None, typer.Option(help="rocprof: counter preset stalls, memory or roofline (see docs/capture.md).")
     ] = None,
@@ -906,7 +930,7 @@ def capture(
         command=list(command or []), backend=backend,  # type: ignore[arg-type]
         attach=attach, server=server[0] if server else None,  # type: ignore[arg-type]
         server_url=server[1] if server else None, server_trace_dir=trace_dir,
-        duration_s=duration, warmup_s=warmup, warmup_steps=warmup_steps, out_dir=out_dir,
+        duration_s=duration, warmup_s=warmup, warmup_steps=warmup_steps, out_dir=out_dir, force=force,
         counters=counters, load=load_spec, ready_timeout_s=ready_timeout,
     )
     stop = threading.Event()
@@ -1108,8 +1132,11 @@ def check(
     ] = None,
     fmt: Annotated[str, typer.Option("--format", "-f", help="Output: markdown or json.")] = "markdown",
     output: Annotated[
-        Path | None, typer.Option("--output", "-o", help="Also write the message to this file.", show_default=False)
+        Path | None, typer.Option("--output", "-o", help="Also write the message to this file (an existing file "
+                                  "only with --force; never a store, a directory or a device).",
+                                  show_default=False)
     ] = None,
+    force: ForceOpt = False,
     post: Annotated[
         list[str], typer.Option("--post", help="Post the message: github (PR comment, updated in place) or "
                                 "slack (incoming webhook); repeat for both.")
@@ -1163,6 +1190,10 @@ def check(
     if history is None and not baseline and baseline_label is None:
         fail("--candidate: give --baseline RUN (repeat per run) or --baseline-label LABEL")
     try:
+        if output is not None:  # a refused --output fails before anything is computed or posted
+            from tracekit.outputs import check_output
+
+            check_output(output, store=store if store is not None else _default_store_path(), force=force)
         cfg = load_config(config)
         if min_change is not None:
             try:
@@ -1187,10 +1218,12 @@ def check(
         if note.startswith("warning:"):
             err.print(note, markup=False)
     if output is not None:
+        from tracekit.outputs import write_output
+
         try:
-            output.write_text(text)
-        except OSError as exc:
-            fail(f"{output}: cannot write: {exc.strerror or exc}")
+            write_output(output, text, store=store if store is not None else _default_store_path(), force=force)
+        except TracekitError as exc:
+            fail(str(exc))
     try:
         for dest in dict.fromkeys(post) if post_on == "always" or result.regression else ():
             if dest == "github":

@@ -110,7 +110,10 @@ class CaptureSpec:
         warmup_steps: torch only: outermost ``nn.Module`` forward calls (engine steps) a process
             must have run before its window opens.
         out_dir: Where traces are written (kept after ingest). Default: a new
-            ``tracekit-capture-<UTC time>`` directory in the working directory.
+            ``tracekit-capture-<UTC time>`` directory in the working directory. It must be new or
+            empty (:func:`tracekit.outputs.prepare_output_dir`); never a store, a file or a device.
+        force: Allow ``out_dir`` to be a previous capture's directory (it holds
+            :data:`CAPTURE_FILE` and no DuckDB file): its contents are removed first.
         counters: rocprof only: a :data:`COUNTER_PRESETS` name.
         server_trace_dir: The server's profiler directory (default: the env var of
             :data:`SERVER_TRACE_DIR_ENV` in tracekit's own environment).
@@ -128,6 +131,7 @@ class CaptureSpec:
     warmup_s: float = 0.0
     warmup_steps: int = 0
     out_dir: Path | None = None
+    force: bool = False
     counters: str | None = None
     load: LoadSpec | None = None
     ready_timeout_s: float = 120.0
@@ -455,9 +459,19 @@ def _markers(control: Path, suffix: str) -> dict[int, dict[str, Any]]:
 def _capture_hooked(spec: CaptureSpec, out_dir: Path, stop: threading.Event, on_status: StatusFn | None,
                     ) -> CaptureResult:
     control = Path(tempfile.mkdtemp(prefix="tracekit-control-"))
-    hook_dir = Path(tempfile.mkdtemp(prefix="tracekit-hook-"))
+    try:
+        hook_dir = Path(tempfile.mkdtemp(prefix="tracekit-hook-"))
+    except BaseException:
+        shutil.rmtree(control, ignore_errors=True)
+        raise
     result = CaptureResult(out_dir=out_dir, window_start_ns=None, window_end_ns=None, trace_files=[])
-    proc = _start_command(spec.command, _hook_env(spec, out_dir, control, hook_dir))
+    try:
+        # a command that is not found (or cannot start) leaves no temporary directory behind
+        proc = _start_command(spec.command, _hook_env(spec, out_dir, control, hook_dir))
+    except BaseException:
+        shutil.rmtree(control, ignore_errors=True)
+        shutil.rmtree(hook_dir, ignore_errors=True)
+        raise
     load: _LoadRunner | None = None
     clock = _Clock(on_status, out_dir)
 
@@ -788,11 +802,16 @@ def _capture_server(spec: CaptureSpec, out_dir: Path, stop: threading.Event, on_
 
 
 def capture(spec: CaptureSpec, *, stop: threading.Event | None = None,
-            on_status: StatusFn | None = None) -> CaptureResult:
+            on_status: StatusFn | None = None, store: str | Path | None = None) -> CaptureResult:
     """Capture per ``spec`` into ``spec.out_dir``; raise :class:`CaptureError` when nothing was captured.
 
     ``stop`` (e.g. set on Ctrl-C) closes the window early; what was captured is still returned.
+    ``store`` is the store the capture will be ingested into: ``out_dir`` may not be it, hold it,
+    or be any other DuckDB file (:func:`tracekit.outputs.prepare_output_dir`). A directory created
+    here is removed again when the capture fails before writing anything into it.
     """
+    from tracekit.outputs import prepare_output_dir
+
     _check_spec(spec)
     if spec.command and spec.command[0] in ("python", "python3"):
         # a bare `python` is the interpreter running tracekit (its venv, its torch/jax), not
@@ -800,10 +819,26 @@ def capture(spec: CaptureSpec, *, stop: threading.Event | None = None,
         from dataclasses import replace
 
         spec = replace(spec, command=[sys.executable, *spec.command[1:]])
-    out_dir = (spec.out_dir or _default_out_dir()).resolve()
-    if out_dir.exists() and any(out_dir.iterdir()):
-        raise CaptureError(out_dir, "output directory is not empty (traces of another capture would mix in)")
-    out_dir.mkdir(parents=True, exist_ok=True)
+    if spec.command and spec.backend in ("torch", "jax"):
+        exe = spec.command[0]  # said before anything is created: no directory left behind
+        if shutil.which(exe) is None and not Path(exe).is_file():
+            raise CaptureError(exe, "command not found")
+    given = spec.out_dir or _default_out_dir()
+    created = prepare_output_dir(given, store=store, force=spec.force, marker=CAPTURE_FILE)
+    out_dir = given.resolve()
+    try:
+        return _capture_into(spec, out_dir, stop, on_status)
+    except BaseException:
+        if created:
+            try:
+                out_dir.rmdir()  # only when still empty: traces written are kept
+            except OSError:
+                pass
+        raise
+
+
+def _capture_into(spec: CaptureSpec, out_dir: Path, stop: threading.Event | None,
+                  on_status: StatusFn | None) -> CaptureResult:
     stop = stop or threading.Event()
     marks: list[tuple[str, float]] = [("starting", time.monotonic())]
 
@@ -868,7 +903,7 @@ def capture_and_ingest(
     """
     from tracekit.ingest import ingest
 
-    result = capture(spec, stop=stop, on_status=on_status)
+    result = capture(spec, stop=stop, on_status=on_status, store=store)
     run_tags = {"capture_backend": spec.backend or ("attach" if spec.attach else str(spec.server))}
     run_tags.update(tags or {})
     if on_status is not None:

@@ -36,12 +36,14 @@ def is_loopback(host: str) -> bool:
 
 def check_store(store: str | Path) -> Path:
     """The store path, after checking that it opens read-only as a tracekit store."""
-    from tracekit.store import connect
+    import sys
+
+    from tracekit.store import close, connect, lock_wait_notice
 
     path = Path(store)
     if not path.exists():
         raise StoreError(path, "no such store (ingest a trace first, or pass --store)")
-    connect(path, read_only=True).close()
+    close(connect(path, read_only=True, on_wait=lambda: print(lock_wait_notice(path), file=sys.stderr)))
     return path
 
 

@@ -35,7 +35,22 @@ from tracekit import formatting as fmt
 from tracekit.dashboard import data
 from tracekit.errors import TracekitError
 from tracekit.names import short_kernel_names
-from tracekit.store import connect
+from tracekit.store import StoreLockedError, close, connect
+
+#: Seconds a page waits for the store while an ingest (the one writer) holds it, before it shows
+#: :data:`BUSY_MESSAGE` instead of hanging; TRACEKIT_DASHBOARD_LOCK_TIMEOUT overrides it.
+PAGE_LOCK_WAIT_S = 2.0
+
+#: What a page says when the store stayed locked by a writer for :data:`PAGE_LOCK_WAIT_S`.
+BUSY_MESSAGE = ("The store is being written by an ingest (or another tracekit command that writes it); "
+                "reload in a moment.")
+
+
+def _page_lock_wait_s() -> float:
+    try:
+        return max(0.0, float(os.environ.get("TRACEKIT_DASHBOARD_LOCK_TIMEOUT", PAGE_LOCK_WAIT_S)))
+    except ValueError:
+        return PAGE_LOCK_WAIT_S
 
 DataTable: Any = dash_table.DataTable  # type: ignore[attr-defined]  # generated at import time
 _RUN_ID = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
@@ -516,7 +531,8 @@ def render_page(store: str | Path, pathname: str | None, search: str | None) -> 
                          id="page-error")]
     try:
         params = urllib.parse.parse_qs((search or "").lstrip("?"), keep_blank_values=False, strict_parsing=False)
-        con = connect(store, read_only=True)
+        # one writer at a time: while an ingest holds the store, wait briefly, then say so
+        con = connect(store, read_only=True, lock_timeout_s=_page_lock_wait_s())
         try:
             if path == "/":
                 return page_runs(con, params)
@@ -526,7 +542,9 @@ def render_page(store: str | Path, pathname: str | None, search: str | None) -> 
                 return page_run(con, params)
             return page_compare(con, params, Path(store))
         finally:
-            con.close()
+            close(con)
+    except StoreLockedError:
+        return [html.Div(BUSY_MESSAGE, className="tk-error", id="page-busy")]
     except (PageError, TracekitError) as exc:
         return [html.Div(str(exc), className="tk-error", id="page-error")]
 
@@ -577,7 +595,7 @@ def create_app(store: str | Path) -> dash.Dash:
         fd, tmp = tempfile.mkstemp(prefix="tracekit-perfetto-", suffix=".json")
         os.close(fd)
         try:
-            export_perfetto(run_id, tmp, store_path)
+            export_perfetto(run_id, tmp, store_path, force=True)  # our own empty temp file
             fh = open(tmp, "rb")  # noqa: SIM115 - handed to the response, closed by it
         except TracekitError:
             abort(404)
