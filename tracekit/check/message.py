@@ -5,11 +5,22 @@ the gated metrics (baseline, candidate, change, verdict) or the change points of
 per regression the kernel categories and kernels that moved, new kernels, launch-count changes,
 new findings and a link to the dashboard's compare view. The markdown starts with a hidden
 marker (:func:`marker`) by which the GitHub poster finds its previous comment.
+
+Every string that comes from a trace, the store or the configuration (labels, workload names,
+kernel names, run ids, metric names, finding titles, notes, URLs) is escaped where it is put:
+in markdown by :func:`md_text` (``&``, ``<``, ``>`` as HTML entities, so no raw HTML reaches a PR
+comment; markdown punctuation that could start emphasis, a link, a code span, strikethrough or a
+table cell backslash-escaped; ``@name`` made inert, so a label cannot notify anyone), in code
+spans by :func:`md_code` (a backtick fence longer than any backtick run inside, CommonMark's rule),
+in links by :func:`md_url`; in Slack mrkdwn by :func:`slack_text` (``&``, ``<``, ``>`` as Slack
+documents). Line breaks and other control characters become spaces.
 """
 
 from __future__ import annotations
 
 import json
+import re
+import urllib.parse
 from typing import Any
 
 from tracekit.check import CheckResult
@@ -20,7 +31,90 @@ MARKER_PREFIX = "<!-- tracekit-check"
 
 def marker(key: str | None = None) -> str:
     """Hidden HTML comment that identifies a tracekit comment (per ``key``, e.g. a workload)."""
-    return f"{MARKER_PREFIX}{':' + key if key else ''} -->"
+    return f"{MARKER_PREFIX}{':' + _comment_safe(key) if key else ''} -->"
+
+
+def _comment_safe(key: str) -> str:
+    """``key`` as it may stand inside an HTML comment: ``<``, ``>``, ``!``, ``%``, whitespace and
+    control characters percent-encoded, so that it cannot end the comment (``-->``, ``--!>``)."""
+    return "".join(f"%{ord(ch):02X}" if ch in "<>!%" or ord(ch) <= 32 or ord(ch) == 127 else ch for ch in key)
+
+
+def _flat(text: Any) -> str:
+    """``text`` on one line: line breaks and other unprintable characters as spaces."""
+    return "".join(ch if ch.isprintable() else " " for ch in str(text))
+
+
+_MD_BACKSLASH = frozenset("\\`*[]|~")
+
+
+def md_text(text: Any) -> str:
+    """``text`` as literal markdown text (also inside a GFM table cell): ``&``, ``<``, ``>`` as
+    HTML entities; ``\\ ` * [ ] | ~`` and a ``_`` that is not between two letters or digits
+    backslash-escaped; ``@`` before a name followed by a zero-width space (``@&#8203;name``), so a
+    mention does not notify."""
+    t = _flat(text)
+    out = []
+    for i, ch in enumerate(t):
+        if ch == "&":
+            out.append("&amp;")
+        elif ch == "<":
+            out.append("&lt;")
+        elif ch == ">":
+            out.append("&gt;")
+        elif ch in _MD_BACKSLASH:
+            out.append("\\" + ch)
+        elif ch == "_":
+            inner = 0 < i < len(t) - 1 and t[i - 1].isalnum() and t[i + 1].isalnum()
+            out.append("_" if inner else "\\_")
+        elif ch == "@" and i + 1 < len(t) and (t[i + 1].isalnum() or t[i + 1] in "_-"):
+            out.append("@&#8203;")
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+def md_code(text: Any, *, table: bool = False) -> str:
+    """``text`` as a markdown code span: fenced by one backtick more than its longest run of
+    backticks, padded with a space when it starts or ends with a backtick or a space (CommonMark
+    strips one space from each side). In a GFM table cell (``table``) ``|`` is escaped as ``\\|``,
+    which the table parser turns back into ``|``."""
+    t = _flat(text)
+    longest = max((len(run) for run in re.findall(r"`+", t)), default=0)
+    fence = "`" * (longest + 1)
+    pad = " " if not t or t[0] in "` " or t[-1] in "` " else ""
+    if table:
+        t = t.replace("|", "\\|")
+    return f"{fence}{pad}{t}{pad}{fence}"
+
+
+_URL_SAFE = "-._~:/?#[]@!$&'*+,;=%"
+
+
+def md_url(url: Any) -> str | None:
+    """``url`` fit for a markdown link destination or a Slack ``<url|text>`` link (characters
+    outside RFC 3986's set, ``(``, ``)``, ``<``, ``>`` and ``|`` percent-encoded), or None unless
+    it is an http(s) URL with a host."""
+    if not isinstance(url, str):
+        return None
+    try:
+        parts = urllib.parse.urlsplit(url.strip())
+        ok = parts.scheme in ("http", "https") and bool(parts.hostname)
+    except ValueError:
+        return None
+    return urllib.parse.quote(url.strip(), safe=_URL_SAFE) if ok else None
+
+
+def slack_text(text: Any) -> str:
+    """``text`` for Slack mrkdwn: ``&``, ``<``, ``>`` as ``&amp;``, ``&lt;``, ``&gt;`` (what Slack
+    documents: no link, mention or ``<!channel>`` can be formed), on one line."""
+    return _flat(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def slack_code(text: Any) -> str:
+    """``text`` as Slack inline code. mrkdwn has no escape for a backtick, so one inside becomes
+    ``ˋ`` (U+02CB) rather than end the code early."""
+    return "`" + slack_text(text).replace("`", "\u02cb") + "`"
 
 
 def to_json(result: CheckResult) -> str:
@@ -50,16 +144,9 @@ _ICON = {"regression": "🔴 regression", "improvement": "🟢 improvement", "un
          "not significant": "⚪ not significant", "missing": "missing"}
 
 
-def _esc(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
-
-
-
-
-
-def _run(rid: str, runs: dict[str, Any]) -> str:
+def _run(rid: str, runs: dict[str, Any], table: bool = False) -> str:
     label = (runs.get(rid) or {}).get("label")
-    return f"`{rid}`" + (f" ({_esc(label)})" if label else "")
+    return md_code(rid, table=table) + (f" ({md_text(label)})" if label else "")
 
 
 def to_markdown(result: CheckResult, key: str | None = None) -> str:
@@ -76,23 +163,23 @@ def to_markdown(result: CheckResult, key: str | None = None) -> str:
                 else f"⚪ no significant regression ({n_unconfirmed} change{'s' if n_unconfirmed != 1 else ''} "
                 "above the minimum not confirmed)" if n_unconfirmed else "✅ no regression")
         lines += [f"## tracekit check: {head}", ""]
-        lines += [f"> ⚠️ {_esc(w.removeprefix('warning: '))}" for w in warnings] + ([""] if warnings else [])
+        lines += [f"> ⚠️ {md_text(w.removeprefix('warning: '))}" for w in warnings] + ([""] if warnings else [])
         lines.append(f"Candidate: {len(d['candidate_runs'])} run(s) "
                      f"{', '.join(_run(r, runs) for r in d['candidate_runs'])} · Baseline: "
                      f"{len(d['baseline_runs'])} run(s) {', '.join(_run(r, runs) for r in d['baseline_runs'])}")
-        lines.append(f"Test: {cfg['test']} (one-sided) at α = {cfg['alpha']:g}, and a change of the medians "
-                     f"≥ the metric's minimum (default {cfg['min_change']}).")
+        lines.append(f"Test: {md_text(cfg['test'])} (one-sided) at α = {cfg['alpha']:g}, and a change of the medians "
+                     f"≥ the metric's minimum (default {md_text(cfg['min_change'])}).")
         lines.append("")
         if d["verdicts"]:
             lines += ["| metric | better | baseline (median) | candidate (median) | change | p | min change | verdict |",
                       "|---|---|---|---|---|---|---|---|"]
             for v in d["verdicts"]:
                 lines.append(
-                    f"| {v['metric']} | {v['better'] or '—'} | {_num(v['baseline_median'], v['unit'])} "
+                    f"| {md_text(v['metric'])} | {md_text(v['better'] or '—')} | {_num(v['baseline_median'], v['unit'])} "
                     f"(n={len(v['baseline_values'])}) | {_num(v['candidate_median'], v['unit'])} "
                     f"(n={len(v['candidate_values'])}) | {_pct(v['change'])} | {_p(v['p_value'])} | "
-                    f"{v['min_change']} | {_ICON[v['verdict']]} |")
-            notes = [f"- {v['metric']}: {v['note']}" for v in d["verdicts"] if v["note"]]
+                    f"{md_text(v['min_change'])} | {_ICON[v['verdict']]} |")
+            notes = [f"- {md_text(v['metric'])}: {md_text(v['note'])}" for v in d["verdicts"] if v["note"]]
             if notes:
                 lines += ["", *dict.fromkeys(notes)]
     else:
@@ -100,11 +187,11 @@ def to_markdown(result: CheckResult, key: str | None = None) -> str:
         alerts = [c for c in d["changes"] if c["alert"]]
         head = (f"🔴 {len(alerts)} new regression{'s' if len(alerts) != 1 else ''}" if alerts
                 else "✅ no new regression")
-        lines += [f"## tracekit check: {head} in `{_esc(h['workload'])}`", ""]
+        lines += [f"## tracekit check: {head} in {md_code(h['workload'])}", ""]
         lines.append(f"History: {len(h['runs'])} run(s) by capture time, newest {_run(h['runs'][-1], runs)}. "
-                     f"Change points: {cfg['detector']} (permutation test, p ≤ {cfg['p_value']:g}, "
+                     f"Change points: {md_text(cfg['detector'])} (permutation test, p ≤ {cfg['p_value']:g}, "
                      f"{cfg['permutations']} permutations, ≥ {cfg['min_size']} runs per segment); an alert is a "
-                     f"regression ≥ the metric's minimum change (default {cfg['min_change']}) that began within "
+                     f"regression ≥ the metric's minimum change (default {md_text(cfg['min_change'])}) that began within "
                      f"the newest {cfg['alert_window']} runs and was not found before the newest run (each change alerts once).")
         lines.append("")
         if d["changes"]:
@@ -114,47 +201,49 @@ def to_markdown(result: CheckResult, key: str | None = None) -> str:
                 verdict = _ICON[c["verdict"]] + (" (new: alert)" if c["alert"] else
                                                   " (known: found before the newest run)" if c["known"] else "")
                 lines.append(
-                    f"| {c['metric']} | {_run(c['first_run'], runs)} | {c['n_runs'] - c['index']} | "
+                    f"| {md_text(c['metric'])} | {_run(c['first_run'], runs, table=True)} | {c['n_runs'] - c['index']} | "
                     f"{_num(c['before_median'], c['unit'])} | {_num(c['after_median'], c['unit'])} | "
                     f"{_pct(c['change'])} | {_p(c['p_value'])} | {verdict} |")
         quiet = [m for m in h["metrics"] if not m["change_points"]]
         if quiet:
             lines += ["", "No change point: " + ", ".join(
-                f"{m['metric']} ({m['runs']} runs{', ' + m['note'] if m['note'] else ''})" for m in quiet) + "."]
+                f"{md_text(m['metric'])} ({m['runs']} runs{', ' + md_text(m['note']) if m['note'] else ''})" for m in quiet) + "."]
     for e in d["explanations"]:
-        lines += ["", f"### What moved: {', '.join(e['metrics'])}", ""]
+        lines += ["", f"### What moved: {', '.join(md_text(m) for m in e['metrics'])}", ""]
         lines.append(f"Baseline {_run(e['baseline_run'], runs)} → candidate {_run(e['candidate_run'], runs)} "
-                     f"({e['chosen']}).")
+                     f"({md_text(e['chosen'])}).")
         if e["compare_url"]:
-            lines.append(f"[Open the comparison in the dashboard]({e['compare_url']})")
+            link = md_url(e["compare_url"])
+            lines.append(f"[Open the comparison in the dashboard]({link})" if link else
+                         f"Comparison in the dashboard: {md_code(e['compare_url'])}")
         if e["slower_kernels"]:
             lines += ["", "Kernels that got slower (summed device time):", "",
                       "| kernel | category | baseline ms | candidate ms | Δ ms | launches |", "|---|---|---|---|---|---|"]
             shorts = short_kernel_names([k["name"] for k in e["slower_kernels"]], 90)
             for k, short in zip(e["slower_kernels"], shorts):
-                lines.append(f"| `{_esc(short)}` | {k['category']} | {k['a_ms']:.3f} | {k['b_ms']:.3f} | "
+                lines.append(f"| {md_code(short, table=True)} | {md_text(k['category'])} | {k['a_ms']:.3f} | {k['b_ms']:.3f} | "
                              f"{k['delta_ms']:+.3f} | {k['a_kernels']} → {k['b_kernels']} |")
         else:
             lines += ["", "No kernel shared by both runs got slower."]
         if e["new_kernels"]:
             lines += ["", "New kernels: " + ", ".join(
-                f"`{_esc(short_kernel_name(k['name'], 60))}` ({k['b_kernels']}×, {k['b_ms']:.3f} ms)" for k in e["new_kernels"])]
+                f"{md_code(short_kernel_name(k['name'], 60))} ({k['b_kernels']}×, {k['b_ms']:.3f} ms)" for k in e["new_kernels"])]
         if e["gone_kernels"]:
             lines += ["", "Kernels no longer launched: " + ", ".join(
-                f"`{_esc(short_kernel_name(k['name'], 60))}` ({k['a_kernels']}×, {k['a_ms']:.3f} ms)" for k in e["gone_kernels"])]
+                f"{md_code(short_kernel_name(k['name'], 60))} ({k['a_kernels']}×, {k['a_ms']:.3f} ms)" for k in e["gone_kernels"])]
         if e["launch_count_changes"]:
             lines += ["", "Launch count changes: " + ", ".join(
-                f"`{_esc(short_kernel_name(k['name'], 60))}` {k['a_kernels']} → {k['b_kernels']}" for k in e["launch_count_changes"])]
+                f"{md_code(short_kernel_name(k['name'], 60))} {k['a_kernels']} → {k['b_kernels']}" for k in e["launch_count_changes"])]
         moved = [c for c in e["categories"] if c["delta_ms"]]
         if moved:
             lines += ["", "By kernel category: " + ", ".join(
-                f"{c['category']} {c['a_ms']:.3f} → {c['b_ms']:.3f} ms ({c['delta_ms']:+.3f})" for c in moved)]
+                f"{md_text(c['category'])} {c['a_ms']:.3f} → {c['b_ms']:.3f} ms ({c['delta_ms']:+.3f})" for c in moved)]
         if e["new_findings"]:
-            lines += ["", "New findings:"] + [f"- **{f['severity']}** ({f['analyzer']}) {_esc(f['title'])}"
+            lines += ["", "New findings:"] + [f"- **{md_text(f['severity'])}** ({md_text(f['analyzer'])}) {md_text(f['title'])}"
                                               for f in e["new_findings"]]
     others = [n for n in d["notes"] if not n.startswith("warning:") or d["tier"] != "pr"]
     if others:
-        lines += ["", *(f"_{_esc(n)}_" for n in others)]
+        lines += ["", *(f"_{md_text(n)}_" for n in others)]
     return "\n".join(lines) + "\n"
 
 
@@ -169,22 +258,25 @@ def to_slack(result: CheckResult) -> dict[str, Any]:
         title = (f":red_circle: tracekit check: {len(regs)} regression(s)" if regs
                  else ":white_check_mark: tracekit check: no regression")
         for v in regs:
-            lines.append(f"*{v['metric']}* {_num(v['baseline_median'], v['unit'])} → "
+            lines.append(f"*{slack_text(v['metric'])}* {_num(v['baseline_median'], v['unit'])} → "
                          f"{_num(v['candidate_median'], v['unit'])} ({_pct(v['change'])}, p {_p(v['p_value'])})")
     else:
         alerts = [c for c in d["changes"] if c["alert"]]
-        title = (f":red_circle: tracekit check: {len(alerts)} new regression(s) in {d['history']['workload']}"
-                 if alerts else f":white_check_mark: tracekit check: no new regression in {d['history']['workload']}")
+        workload = slack_text(d["history"]["workload"])
+        title = (f":red_circle: tracekit check: {len(alerts)} new regression(s) in {workload}"
+                 if alerts else f":white_check_mark: tracekit check: no new regression in {workload}")
         for c in alerts:
-            lines.append(f"*{c['metric']}* {_num(c['before_median'], c['unit'])} → {_num(c['after_median'], c['unit'])} "
-                         f"({_pct(c['change'])}) from run `{c['first_run']}`"
-                         f"{' (' + runs[c['first_run']]['label'] + ')' if (runs.get(c['first_run']) or {}).get('label') else ''}")
+            label = (runs.get(c["first_run"]) or {}).get("label")
+            lines.append(f"*{slack_text(c['metric'])}* {_num(c['before_median'], c['unit'])} → {_num(c['after_median'], c['unit'])} "
+                         f"({_pct(c['change'])}) from run {slack_code(c['first_run'])}"
+                         f"{' (' + slack_text(label) + ')' if label else ''}")
     for e in d["explanations"]:
         top = e["slower_kernels"][:3]
         if top:
-            lines.append("slower: " + ", ".join(f"`{short_kernel_name(k['name'], 60)}` {k['delta_ms']:+.3f} ms" for k in top))
-        if e["compare_url"]:
-            lines.append(f"<{e['compare_url']}|compare {e['baseline_run']} → {e['candidate_run']}>")
+            lines.append("slower: " + ", ".join(f"{slack_code(short_kernel_name(k['name'], 60))} {k['delta_ms']:+.3f} ms" for k in top))
+        link = md_url(e["compare_url"]) if e["compare_url"] else None
+        if link:
+            lines.append(f"<{link}|compare {slack_text(e['baseline_run'])} → {slack_text(e['candidate_run'])}>")
     blocks: list[dict[str, Any]] = [{"type": "section", "text": {"type": "mrkdwn", "text": title}}]
     chunk = ""
     for line in lines:
