@@ -447,7 +447,29 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                         "(default %(default)s)")
     p.add_argument("--timeout", type=float, default=3600.0, help="per-run timeout in seconds")
     p.add_argument("--out", type=Path, default=None, help="write JSON results here")
+    p.add_argument("--synthetic", action="store_true",
+                   help="benchmark the synthetic streaming files instead (issue 17; made once in --workdir "
+                        "by tests/fuzz_xplane.py): 1M host lines of 3 events (77 MB), the same gzipped, "
+                        "and one TPU XLA Ops line of 5M events (89 MB); tracekit only")
     return p.parse_args(argv)
+
+
+def make_synthetic(workdir: Path) -> list[Path]:
+    """The issue 17 streaming files, generated once (bytes streamed to disk, never held)."""
+    sys.path.insert(0, str(REPO_ROOT / "tests"))
+    from fuzz_xplane import write_synthetic
+
+    lines, big = workdir / "synthetic_1M_lines.xplane.pb", workdir / "synthetic_5M_events_1_line.xplane.pb"
+    gz = workdir / "synthetic_1M_lines.xplane.pb.gz"
+    if not lines.exists():
+        write_synthetic(lines, n_lines=1_000_000, events_per_line=3)
+    if not gz.exists():
+        with lines.open("rb") as f, gzip.open(gz, "wb", compresslevel=1) as g:
+            while block := f.read(1 << 20):
+                g.write(block)
+    if not big.exists():
+        write_synthetic(big, n_lines=0, big_line_events=5_000_000, device=True)
+    return [lines, gz, big]
 
 
 def make_python_tracer_capture(path: Path) -> None:
@@ -466,6 +488,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     workdir: Path = args.workdir.resolve()
     workdir.mkdir(parents=True, exist_ok=True)
+    if args.synthetic:
+        args.file = make_synthetic(workdir)
+        args.tools = "tracekit"
     paths: list[Path] = args.file or list(DEFAULT_FILES)
     if not args.file and not DEFAULT_FILES[0].exists():
         make_python_tracer_capture(DEFAULT_FILES[0])

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import pytest
 from conftest import CORPUS, SAMPLES
+from fuzz_xplane import varint as _varint
 
 from tracekit.parsers import _xplane_read as xr
 from tracekit.parsers.proto import xplane_pb2
@@ -230,34 +231,24 @@ def test_wire_reader_refuses_bad_bytes() -> None:
         xr._wire.scan_line(raw[offset : offset + size], {"1": "x"})
 
 
-def test_reader_falls_back_to_protobuf_when_the_walk_refuses(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Bytes the C walk refuses go to protobuf's whole parse (which reads them, or says what is
-    wrong): here the same stored rows as through the helper."""
-    import duckdb
-
+def test_bytes_the_walk_refuses_are_one_line_and_leave_the_store(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """Bytes the C walk refuses are refused, in one line naming the byte, with the store as it was:
+    there is no second, whole-file protobuf parse that could accept what the walk refused (the C
+    and pure paths must give one verdict, tests/test_xplane_hostile.py)."""
     import tracekit
+    from tracekit.errors import TraceInputError
 
     _need_wire()
     sample = SAMPLES / "jax_cpu_decode_recompile.xplane.pb.gz"
-    assert xr.decode_xspace(sample).lines is not None
-    tracekit.ingest([sample], store=tmp_path / "a.duckdb")
-
-    def refuse(raw: bytes) -> Any:
-        raise ValueError("malformed XSpace wire data")
-
-    monkeypatch.setattr(xr._wire, "split_space", refuse)
-    assert xr.decode_xspace(sample).lines is None
-    tracekit.ingest([sample], store=tmp_path / "b.duckdb")
-    monkeypatch.undo()
-    con = duckdb.connect(str(tmp_path / "a.duckdb"), read_only=True)
-    con.execute(f"ATTACH '{tmp_path / 'b.duckdb'}' AS b (READ_ONLY)")
-    for t in ("host_events", "device_activity"):
-        cols = "rank, pid, tid, category, name, start_ns, dur_ns, args"
-        assert con.execute(f"SELECT count(*) FROM {t}").fetchone()[0] > 1000
-        assert con.execute(
-            f"SELECT count(*) FROM (SELECT {cols} FROM {t} EXCEPT ALL SELECT {cols} FROM b.{t})").fetchone() == (0,)
-    q = "SELECT n_trace_events, n_python_events, n_other_skipped FROM rank_meta"
-    assert con.execute(q).fetchall() == con.execute(q.replace("rank_meta", "b.rank_meta")).fetchall()
+    store = tmp_path / "a.duckdb"
+    tracekit.ingest([SAMPLES / "cpu_tiny_decoder_prefill_decode.pt.trace.json.gz"], store=store)
+    before = store.read_bytes()
+    monkeypatch.setattr(xr._wire, "check_space", lambda *a: ("malformed", 1234, 0))
+    with pytest.raises(TraceInputError) as info:
+        tracekit.ingest([sample], store=store)
+    assert "malformed wire data at byte 1,234" in str(info.value) and "\n" not in str(info.value)
+    assert store.read_bytes() == before
 
 
 def test_events_beyond_protobufs_limit_are_read_by_the_helper(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -290,15 +281,6 @@ def test_pure_python_switch_turns_the_helper_off(tmp_path: Path, monkeypatch: py
         monkeypatch.delenv("TRACEKIT_PURE_PYTHON")
         tracekit.ingest([sample], store=tmp_path / "b.duckdb")
         assert used and set(used) == {"c"}
-
-
-def _varint(v: int) -> bytes:
-    out = bytearray()
-    while True:
-        b, v = v & 0x7F, v >> 7
-        out.append(b | (0x80 if v else 0))
-        if not v:
-            return bytes(out)
 
 
 def _field(number: int, payload: bytes) -> bytes:

@@ -246,8 +246,24 @@ static const char *scan_str(P *c, const char *p, Span *sp) {
             char x = p[1];
             if (x == 'u') {
                 if (p + 6 > end) return INCOMPLETE;
-                for (int i = 2; i < 6; i++)
+                uint32_t cp = 0;
+                for (int i = 2; i < 6; i++) {
                     if (HEXVAL[(unsigned char)p[i]] < 0) FAIL(c, p, "invalid \\u escape in a string");
+                    cp = cp << 4 | (uint32_t)HEXVAL[(unsigned char)p[i]];
+                }
+                /* a lone UTF-16 surrogate is refused, as msgspec (the pure-Python path) refuses it */
+                if (cp >= 0xDC00 && cp <= 0xDFFF) FAIL(c, p, "lone UTF-16 surrogate in a string");
+                if (cp >= 0xD800 && cp <= 0xDBFF) {
+                    if (p + 12 > end) return INCOMPLETE;
+                    uint32_t lo = 0;
+                    int ok = p[6] == '\\' && p[7] == 'u';
+                    for (int i = 8; ok && i < 12; i++) {
+                        if (HEXVAL[(unsigned char)p[i]] < 0) ok = 0;
+                        else lo = lo << 4 | (uint32_t)HEXVAL[(unsigned char)p[i]];
+                    }
+                    if (!ok || lo < 0xDC00 || lo > 0xDFFF) FAIL(c, p, "lone UTF-16 surrogate in a string");
+                    p += 6;
+                }
                 p += 6;
             } else if (x == '"' || x == '\\' || x == '/' || x == 'b' || x == 'f' || x == 'n' ||
                        x == 'r' || x == 't') {
@@ -338,7 +354,8 @@ static const char *scan_key(P *c, const char *p, Span *k) {
 /* An object (close == '}') or an array (close == ']') starting at p; validated whole. */
 static const char *scan_container(P *c, const char *p, Span *sp, char close) {
     const char *s = p, *end = c->end;
-    if (++c->depth > 512) FAIL(c, p, "JSON nested too deeply");
+    /* the limit is kineto.MAX_NESTING; the pure-Python path refuses the same depth */
+    if (++c->depth > 512) FAIL(c, p, "nesting deeper than 512 levels");
     p = ws(p + 1, end);
     if (p >= end) return INCOMPLETE;
     if (*p != close) {
@@ -444,6 +461,13 @@ static int64_t unescape(const char *s, const char *e, char *out) {
 /* 1 if [s, e) is valid UTF-8 */
 static int utf8_ok(const unsigned char *s, const unsigned char *e) {
     while (s < e) {
+        while (e - s >= 8) { /* ASCII runs eight bytes at a time */
+            uint64_t w;
+            memcpy(&w, s, 8);
+            if (w & 0x8080808080808080ULL) break;
+            s += 8;
+        }
+        if (s >= e) break;
         if (*s < 0x80) {
             s++;
             continue;
@@ -470,7 +494,16 @@ static int utf8_ok(const unsigned char *s, const unsigned char *e) {
 /* A non-integer JSON number as DuckDB renders it: the shortest round-trip double, Python repr
  * style. Writes to out (>= 32 bytes); returns length, or -1 when the text is kept as written
  * (out of double range). */
-static int render_double(const char *s, const char *e, char *out) {
+static int render_double_as(const char *s, const char *e, char *out, int nested);
+
+static int render_double(const char *s, const char *e, char *out) { return render_double_as(s, e, out, 0); }
+
+/* The same number as yyjson writes it inside an array or object (DuckDB renders nested values
+ * with yyjson): the shortest round-trip digits, fixed notation when the decimal exponent is in
+ * [-6, 20] (".0" added to whole numbers), else "1.5e-7" / "1e308" (no '+', no zero padding). */
+static int render_double_nested(const char *s, const char *e, char *out) { return render_double_as(s, e, out, 1); }
+
+static int render_double_as(const char *s, const char *e, char *out, int nested) {
     char tmp[64];
     size_t n = (size_t)(e - s);
     if (n >= sizeof tmp) return -1;
@@ -501,6 +534,35 @@ static int render_double(const char *s, const char *e, char *out) {
     int exp10 = atoi(q + 1);
     char *o = out;
     if (neg) *o++ = '-';
+    if (nested) {
+        if (exp10 > -7 && exp10 < 21) {
+            if (exp10 < 0) {
+                *o++ = '0';
+                *o++ = '.';
+                for (int i = 0; i < -exp10 - 1; i++) *o++ = '0';
+                memcpy(o, mant, (size_t)m);
+                o += m;
+            } else {
+                for (int i = 0; i <= exp10; i++) *o++ = i < m ? mant[i] : '0';
+                *o++ = '.';
+                if (m > exp10 + 1) {
+                    memcpy(o, mant + exp10 + 1, (size_t)(m - exp10 - 1));
+                    o += m - exp10 - 1;
+                } else {
+                    *o++ = '0';
+                }
+            }
+            return (int)(o - out);
+        }
+        *o++ = mant[0];
+        if (m > 1) {
+            *o++ = '.';
+            memcpy(o, mant + 1, (size_t)(m - 1));
+            o += m - 1;
+        }
+        o += sprintf(o, "e%d", exp10);
+        return (int)(o - out);
+    }
     if (exp10 >= -5 && exp10 < 16) {
         /* Python repr switches to exponent form below 1e-4: repr(0.0001) = '0.0001',
          * repr(0.00001) = '1e-05' */
@@ -612,7 +674,7 @@ static int put_json_min(Buf *b, const char *p, const char *e, Buf *scratch) {
             char out[48];
             int frac = 0;
             for (const char *r = p; r < q; r++) frac |= (*r == '.' || *r == 'e' || *r == 'E');
-            int k = frac ? render_double(p, q, out) : -1;
+            int k = frac ? render_double_nested(p, q, out) : -1;
             if (!frac && q - p == 2 && p[0] == '-' && p[1] == '0') {
                 if (buf_put(b, "0", 1)) return -1;
             } else if (k >= 0) {
@@ -738,7 +800,12 @@ static int put_value(Scanner *sc, Col *c, int64_t row, const Span *sp, int raw_n
             const char *s = sp->s;
             int64_t n = sp->e - sp->s;
             if (raw_numbers) {
-                /* ts/dur: the trace's own digits, converted to DECIMAL exactly in SQL */
+                /* ts/dur: the trace's own digits, converted to DECIMAL exactly in SQL; the
+                 * integer -0 (name/pid/tid) as msgspec re-encodes it for the pure path: 0 */
+                if (raw_numbers == 2 && n == 2 && s[0] == '-' && s[1] == '0') {
+                    s = "0";
+                    n = 1;
+                }
             } else if (sp->esc) {
                 k = render_double(sp->s, sp->e, out);
             } else if (n == 2 && s[0] == '-' && s[1] == '0') {
@@ -756,7 +823,8 @@ static int put_value(Scanner *sc, Col *c, int64_t row, const Span *sp, int raw_n
         }
         case T_TRUE:
         case T_FALSE: {
-            const char *w = sp->type == T_TRUE ? "true" : "false";
+            /* ts/dur (raw_numbers): DuckDB's read_json casts a boolean to DECIMAL 1 or 0 */
+            const char *w = raw_numbers ? (sp->type == T_TRUE ? "1" : "0") : (sp->type == T_TRUE ? "true" : "false");
             int64_t n = (int64_t)strlen(w);
             if (col_reserve(c, n)) return -1;
             memcpy(c->data + c->len, w, (size_t)n);
@@ -820,7 +888,20 @@ static const char *scan_event(Scanner *sc, P *c, const char *p) {
                 for (int i = 0; i < 8 && slot < 0; i++)
                     if (str_eq(&k, names[i], (Py_ssize_t)strlen(names[i]), &sc->scratch)) slot = i;
             }
-            if (slot >= 0) f[slot] = v; /* arrays and objects: s is the opening bracket */
+            if (slot >= 0) {
+                /* types as the pure-Python path's msgspec struct accepts them, checked for every
+                 * occurrence of a repeated key (msgspec checks each; the last one is kept) */
+                if ((slot == F_PH || slot == F_CAT) && (v.type > T_NULL || v.type == T_NUM))
+                    FAIL(c, obj, slot == F_PH ? "\"ph\" is not a string" : "\"cat\" is not a string");
+                if (slot >= F_NAME && slot <= F_TID && (v.type > T_NULL || (v.type == T_NUM && v.esc)))
+                    FAIL(c, obj, "\"name\", \"pid\" or \"tid\" is neither a string nor an integer");
+                /* msgspec decodes these as str on every event, stored or not, and refuses
+                 * invalid UTF-8 in them (not in other keys, values or args it skips) */
+                if (v.type == T_STR && slot != F_TS && slot != F_DUR && slot != F_ARGS &&
+                    !utf8_ok((const unsigned char *)v.s, (const unsigned char *)v.e))
+                    FAIL(c, obj, "invalid UTF-8 in a string");
+                f[slot] = v; /* arrays and objects: s is the opening bracket */
+            }
             p = ws(p, end);
             if (p >= end) return INCOMPLETE;
             if (*p == '}') break;
@@ -831,12 +912,6 @@ static const char *scan_event(Scanner *sc, P *c, const char *p) {
     }
     const char *after = p + 1;
 
-    /* types as the pure-Python path's msgspec struct accepts them */
-    if (f[F_PH].type > T_NULL || f[F_PH].type == T_NUM) FAIL(c, obj, "\"ph\" is not a string");
-    if (f[F_CAT].type > T_NULL || f[F_CAT].type == T_NUM) FAIL(c, obj, "\"cat\" is not a string");
-    for (int i = F_NAME; i <= F_TID; i++)
-        if (f[i].type > T_NULL || (f[i].type == T_NUM && f[i].esc))
-            FAIL(c, obj, "\"name\", \"pid\" or \"tid\" is neither a string nor an integer");
 
     sc->n_events++;
     int is_x = str_eq(&f[F_PH], "X", 1, &sc->scratch);
@@ -850,11 +925,18 @@ static const char *scan_event(Scanner *sc, P *c, const char *p) {
     for (int i = 0; i < sc->n_dev && !device; i++)
         device = str_eq(&f[F_CAT], sc->dev_cats[i], sc->dev_len[i], &sc->scratch);
     if (!device && is_python && !sc->keep_python) return after;
+    /* a stored event's args must be an object (or null): DuckDB's read_json on the pure path
+     * refuses anything else, so the verdict is the same */
+    if (f[F_ARGS].type != T_ABSENT && f[F_ARGS].type != T_NULL && f[F_ARGS].type != T_OBJ)
+        FAIL(c, obj, "\"args\" is not an object");
 
     /* args: the values of the wanted keys */
     Span a[MAX_ARGS];
     memset(a, 0, sizeof(Span) * (size_t)sc->n_args);
     if (f[F_ARGS].type == T_OBJ) {
+        /* the pure path hands a stored event's whole args to DuckDB, which checks its UTF-8 */
+        if (!utf8_ok((const unsigned char *)f[F_ARGS].s, (const unsigned char *)f[F_ARGS].e))
+            FAIL(c, obj, "invalid UTF-8 in a string");
         P c2 = {f[F_ARGS].e, NULL, NULL, 0};
         const char *q = ws(f[F_ARGS].s + 1, c2.end);
         if (*q != '}') {
@@ -864,6 +946,8 @@ static const char *scan_event(Scanner *sc, P *c, const char *p) {
                 q = scan_value(&c2, q, &v);
                 for (int i = 0; i < sc->n_args; i++) {
                     if (str_eq(&k, sc->arg_keys[i], sc->arg_len[i], &sc->scratch)) {
+                        /* DuckDB's read_json (the pure path) refuses a duplicate struct field */
+                        if (a[i].type != T_ABSENT) FAIL(c, obj, "a key repeated in \"args\"");
                         a[i] = v;
                         break;
                     }
@@ -884,7 +968,8 @@ static const char *scan_event(Scanner *sc, P *c, const char *p) {
     put_int(&t->cols[t->ncols - 1], row, &f[F_DUR]);
     for (int i = 0; i < t->ncols - N_INT; i++) {
         const Span *sp = i < N_FIXED ? &f[i] : &a[i - N_FIXED];
-        int r = put_value(sc, &t->cols[i], row, sp, i < N_FIXED);
+        /* raw numbers: 1 for ts/dur (the trace's text), 2 for name/pid/tid (as msgspec writes) */
+        int r = put_value(sc, &t->cols[i], row, sp, i < N_FIXED ? (i == F_TS || i == F_DUR ? 1 : 2) : 0);
         if (r == -1) FAIL(c, obj, "out of memory (or a column over 2 GiB)");
         if (r == -2) FAIL(c, obj, "invalid UTF-8 in a string");
     }

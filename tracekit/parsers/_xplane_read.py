@@ -24,11 +24,20 @@ JSON (which drops ``flops``/``program_id`` and stops at 1M events). What goes wh
 * plane stats (peak TFLOP/s and HBM GB/s on TPU; clock, core count, memory bandwidth on GPU) →
   ``device_meta``.
 
+The file is streamed (issue 17): memory does not grow with the number of planes, lines or
+events. A serialized XSpace over 32 MiB is mapped read-only (a ``.gz`` is first inflated into an
+anonymous temp file in ``TRACEKIT_TMPDIR``, under the shared inflation cap), the C helper checks
+every byte of it once (structure, UTF-8 of event strings, no string/bytes field over
+``TRACEKIT_MAX_EVENT_BYTES``), and each plane is then read in two passes over its bytes: its
+metadata first (it follows the lines on the wire, as TSL writes it; any order is read), then its
+lines a batch at a time; pages read are given back as the reader moves on. Without the helper
+the same walk is done in Python and protobuf parses one plane's metadata or one line at a time.
+
 Events are read line by line into :class:`_LineEvents` columns, by the C helper ``_xplane_wire``
 straight from the serialized XSpace (a few ns per byte) or, without it, through protobuf's Python
 wrappers (microseconds per event and stat; same columns, the tests hold the two to each other).
-Per-line constants (thread, category, the line's start) travel as SQL list parameters indexed by
-a line number column; the columns reach DuckDB as NumPy arrays through a replacement scan (no
+Per-line constants (thread, category, the line's start) are spread over their rows when a batch
+is inserted; the columns reach DuckDB as NumPy arrays through a replacement scan (no
 catalog entry, so each batch is freed once inserted); names, costs and categories are joined in
 SQL.
 """
@@ -36,12 +45,13 @@ SQL.
 from __future__ import annotations
 
 import gc
-import gzip
 import itertools
 import json
+import mmap
 import operator
 import os
 import re
+import tempfile
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -52,8 +62,9 @@ import duckdb
 import numpy as np
 from google.protobuf.message import DecodeError
 
-from tracekit.errors import TraceInputError
-from tracekit.parsers._io import GZIP_MAGIC
+from tracekit.errors import ConfigError, TraceInputError
+from tracekit.limits import InputLimitError, check_temp_space, event_too_long, max_event_bytes, temp_dir
+from tracekit.parsers._io import GZIP_MAGIC, iter_decompressed
 from tracekit.parsers.base import DeviceInfo, IngestContext, RankInfo
 from tracekit.parsers.proto import hlo_subset_pb2, xplane_pb2
 
@@ -101,25 +112,15 @@ _PRIMITIVE = {
 
 
 def read_xspace(path: Path) -> xplane_pb2.XSpace:
-    """Parse one ``.xplane.pb`` / ``.xplane.pb.gz`` whole; raise TraceInputError with the reason."""
+    """Parse one ``.xplane.pb`` / ``.xplane.pb.gz`` whole with protobuf (tests and tools; ingest
+    streams with :func:`decode_xspace`); raise TraceInputError with the reason."""
     return _parse(path, _read_bytes(path))
 
 
 def _read_bytes(path: Path) -> bytes:
-    """The serialized XSpace of a file (gzip inflated)."""
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise TraceInputError(path, f"cannot read: {exc.strerror or exc}") from None
-    if not raw:
-        raise TraceInputError(path, "empty file")
-    if raw.startswith(GZIP_MAGIC):
-        try:
-            raw = gzip.decompress(raw)
-        except (EOFError, OSError, zlib.error) as exc:
-            reason = "truncated gzip" if isinstance(exc, EOFError) else f"corrupt gzip data ({exc})"
-            raise TraceInputError(path, reason) from None
-    return raw
+    """The serialized XSpace of a file (gzip inflated), whole in memory."""
+    source = XSpaceSource(path, in_memory=True)
+    return bytes(source.data)
 
 
 def _parse(path: Path, raw: bytes) -> xplane_pb2.XSpace:
@@ -142,23 +143,131 @@ def _parse(path: Path, raw: bytes) -> xplane_pb2.XSpace:
     return space
 
 
-#: (offset, size, n_events) of each line of each plane in the serialized XSpace.
-LineSpans = list[list[tuple[int, int, int]]]
+#: A serialized XSpace up to this size (bytes) is read into memory; a bigger one is mapped
+#: read-only (a plain file) or inflated into a temp file that is mapped (gzip).
+IN_MEMORY_BYTES = 32 << 20
+#: Pages of a mapped XSpace are given back to the kernel once this many bytes behind the reader.
+_RELEASE_BYTES = 32 << 20
+#: Most planes in one XSpace (real captures have tens; each plane costs a few DuckDB statements).
+MAX_PLANES = 10_000
+#: Lines per protobuf parse of line headers (the C helper strips their events).
+_LINE_BATCH = 4096
+
+
+class XSpaceSource:
+    """The serialized XSpace of one file: ``data`` is bytes (small files) or a read-only mapping
+    of the file, or of the temp file its gzip was inflated into (unlinked when made: nothing is
+    left behind, even after a crash). Memory stays bounded for any size: mapped pages read are
+    given back with :meth:`release` as the reader moves on."""
+
+    def __init__(self, path: Path, *, in_memory: bool = False) -> None:
+        self.path = path
+        self.mapped: mmap.mmap | None = None
+        self._file: Any = None
+        self._unreleased: int | None = None  # start of the bytes read and not yet released
+        try:
+            with path.open("rb") as f:
+                head = f.read(2)
+                size = os.fstat(f.fileno()).st_size
+                if not head:
+                    raise TraceInputError(path, "empty file")
+                if head != GZIP_MAGIC and (in_memory or size <= IN_MEMORY_BYTES):
+                    f.seek(0)
+                    self.data: bytes | mmap.mmap = f.read()
+                elif head != GZIP_MAGIC:
+                    self.data = self.mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+                else:
+                    self.data = self._inflate(in_memory)
+        except OSError as exc:
+            raise TraceInputError(path, f"cannot read: {exc.strerror or exc}") from None
+        self.view = memoryview(self.data)
+
+    def _inflate(self, in_memory: bool) -> bytes | mmap.mmap:
+        """The gzip file inflated (through :func:`iter_decompressed`: its ratio cap applies): in
+        memory up to :data:`IN_MEMORY_BYTES`, else into an anonymous temp file in
+        ``TRACEKIT_TMPDIR`` (free space checked as it grows) that is then mapped."""
+        buf = bytearray()
+        blocks = iter_decompressed(self.path)
+        for block in blocks:
+            buf += block
+            if len(buf) > IN_MEMORY_BYTES and not in_memory:
+                break
+        else:
+            if not buf:
+                raise TraceInputError(self.path, "empty file (gzip of nothing)")
+            return bytes(buf)
+        where = temp_dir()
+        check_temp_space(2 * len(buf), where)
+        f = tempfile.TemporaryFile(dir=where, prefix="tracekit-xplane-")  # noqa: SIM115 - closed by close()
+        self._file = f
+        try:
+            f.write(buf)
+            written, checked = len(buf), len(buf)
+            del buf
+            for block in blocks:
+                f.write(block)
+                written += len(block)
+                if written - checked >= 64 << 20:  # room for the next 64 MiB and as much again
+                    check_temp_space(128 << 20, where)
+                    checked = written
+            f.flush()
+        except OSError as exc:
+            f.close()
+            var = "TRACEKIT_TMPDIR" if os.environ.get("TRACEKIT_TMPDIR") else "the temp directory"
+            raise ConfigError(var, f"{where}: cannot write the inflated {self.path.name} "
+                                   f"({exc.strerror or exc}); point TRACEKIT_TMPDIR elsewhere") from None
+        self.mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        return self.mapped
+
+    def release(self, start: int, end: int) -> None:
+        """Say that bytes [start, end) have been read: once the ranges said so span 32 MiB,
+        their mapped pages are given back to the kernel (read again from the file if needed).
+        Nothing for in-memory data."""
+        if self.mapped is None:
+            return
+        lo = start if self._unreleased is None else min(self._unreleased, start)
+        if end - lo < _RELEASE_BYTES:
+            self._unreleased = lo
+            return
+        self._unreleased = None
+        page = mmap.PAGESIZE
+        first = -(-lo // page) * page
+        last = end // page * page
+        if last > first:
+            self.mapped.madvise(mmap.MADV_DONTNEED, first, last - first)
+
+    def close(self) -> None:
+        self.view.release()
+        if self.mapped is not None:
+            try:
+                self.mapped.close()
+            except BufferError:  # a view still alive somewhere: the GC closes it
+                pass
+        if self._file is not None:
+            self._file.close()
 
 
 @dataclass
 class DecodedSpace:
-    """An XSpace ready for :class:`XSpaceReader`.
+    """An XSpace ready for :class:`XSpaceReader`, read plane by plane and line by line.
 
-    With the C helper, ``space`` is protobuf's parse of the XSpace *without its events* (names,
-    metadata, stats: a few ms instead of ~0.1 s and ~50 MB for 800k events) and ``lines`` says
-    where each line's events are in ``raw``; the events are then read by the helper only. Without
-    it (or with ``TRACEKIT_PURE_PYTHON=1``, or on bytes the helper's walk refuses) ``space`` is
-    the whole parse and ``lines`` is None."""
+    ``space`` is protobuf's parse of the XSpace *without its planes* (hostnames, errors,
+    warnings); ``planes`` holds (offset, size, name) of each plane's bytes in ``source``. Every
+    byte was checked by the C helper when ``wire`` (the helper then reads the events); without
+    it each plane and line is checked by protobuf as it is parsed."""
 
+    source: XSpaceSource
     space: xplane_pb2.XSpace
-    raw: bytes
-    lines: LineSpans | None
+    planes: list[tuple[int, int, str]]
+    wire: bool
+
+    @property
+    def lines(self) -> bool | None:
+        """True when the C helper reads the events (None: protobuf's wrappers)."""
+        return True if self.wire else None
+
+    def close(self) -> None:
+        self.source.close()
 
 
 def wire_enabled() -> bool:
@@ -167,35 +276,177 @@ def wire_enabled() -> bool:
 
 
 def decode_xspace(path: Path) -> DecodedSpace:
-    """Read one ``.xplane.pb`` / ``.xplane.pb.gz`` for ingest; raise TraceInputError with the reason."""
-    raw = _read_bytes(path)
-    if wire_enabled():
-        decoded = _decode_without_events(raw)
-        if decoded is not None:
-            return decoded
-    # no helper, or bytes it refuses: protobuf reads them whole, or says what is wrong
-    return DecodedSpace(_parse(path, raw), raw, None)
+    """Open one ``.xplane.pb`` / ``.xplane.pb.gz`` for ingest: the whole file checked (C helper),
+    the planes found; raise TraceInputError with the reason. Close the result when done."""
+    source = XSpaceSource(path)
+    try:
+        return _decode(path, source)
+    except BaseException:
+        source.close()
+        raise
 
 
-def _decode_without_events(raw: bytes) -> DecodedSpace | None:
-    """The C helper's split and protobuf's parse of the event-free rest; None when either
-    refuses (or the rest is over protobuf's limit: the events are not protobuf's to hold)."""
+def _decode(path: Path, source: XSpaceSource) -> DecodedSpace:
+    view, wire = source.view, wire_enabled()
+    max_leaf = max_event_bytes()
+    if wire:
+        verdict = _wire.check_space(view, max_leaf, source.mapped is not None)
+        if verdict is not None:
+            what, at, n = verdict
+            if what == "too long":
+                raise event_too_long(path, f"(a {n:,}-byte field at byte {at:,})", max_leaf)
+            raise TraceInputError(path, f"not a valid XSpace protobuf (malformed wire data at byte {at:,})")
+    rest = _split(path, view, 1, wire)
+    space = _parse_part(path, xplane_pb2.XSpace, rest)
+    planes: list[tuple[int, int, str]] = []
+    for offset, size in _spans(path, view, 1, wire):
+        if len(planes) >= MAX_PLANES:
+            raise InputLimitError(path, f"more than {MAX_PLANES:,} planes (captures have tens): not read")
+        name_spans = _spans(path, view[offset : offset + size], 2, wire)
+        name = b""
+        for o, s in name_spans:  # the last one counts, as in protobuf
+            name = bytes(view[offset + o : offset + o + s])
+        planes.append((offset, size, name.decode("utf-8", "replace")))
+    if not planes:
+        raise TraceInputError(path, "not an XPlane profile (no planes)")
+    if not any(name for _, _, name in planes):
+        raise TraceInputError(path, "not an XPlane profile (planes without names)")
+    return DecodedSpace(source, space, planes, wire)
+
+
+def _parse_part(path: Path, cls: Any, data: bytes | memoryview) -> Any:
+    """protobuf's parse of one part of the XSpace (the XSpace or a plane without planes/lines,
+    line headers, a line): one line when it is refused."""
+    if len(data) > PROTOBUF_LIMIT:
+        raise TraceInputError(path, f"a part of {len(data):,} bytes is over protobuf's 2 GiB message limit")
     try:
-        stripped, lines = _wire.split_space(raw)
-    except ValueError:
-        return None
-    if len(stripped) > PROTOBUF_LIMIT:
-        return None
-    space = xplane_pb2.XSpace()
+        return cls.FromString(data)
+    except DecodeError as exc:
+        raise TraceInputError(path, f"not a valid XSpace protobuf (corrupt or truncated: {exc})") from None
+
+
+# -- the wire format, for the pure-Python path (the C helper has the same walk) ---------------
+
+
+def _py_varint(buf: Any, pos: int, end: int) -> tuple[int, int]:
+    """(value, next position) of the varint at ``pos``; -1 as position when malformed."""
+    v = shift = 0
+    while shift < 64:
+        if pos >= end:
+            return 0, -1
+        b = buf[pos]
+        pos += 1
+        v |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return v & 0xFFFFFFFFFFFFFFFF, pos
+        shift += 7
+    return 0, -1
+
+
+def _py_fields(buf: Any, start: int, end: int) -> Iterator[tuple[int, int, int, int, int]]:
+    """(field, wire type, start, end, key position) of each field of the message [start, end);
+    for length-delimited fields start/end bound the payload. Raises ValueError when malformed
+    (the same checks as the C helper's walk: field numbers 1 .. 2^29-1, no groups)."""
+    pos = start
+    while pos < end:
+        at = pos
+        k, pos = _py_varint(buf, pos, end)
+        f, wt = k >> 3, k & 7
+        if pos < 0 or f == 0 or f > 0x1FFFFFFF:
+            raise ValueError(f"malformed wire data at byte {at}")
+        if wt == 0:
+            _, pos = _py_varint(buf, pos, end)
+            if pos < 0:
+                raise ValueError(f"malformed wire data at byte {at}")
+            yield f, wt, pos, pos, at
+        elif wt == 2:
+            n, p = _py_varint(buf, pos, end)
+            if p < 0 or n > end - p:
+                raise ValueError(f"malformed wire data at byte {at}")
+            pos = p + n
+            yield f, wt, p, pos, at
+        elif wt in (1, 5):
+            width = 8 if wt == 1 else 4
+            if end - pos < width:
+                raise ValueError(f"malformed wire data at byte {at}")
+            pos += width
+            yield f, wt, pos - width, pos, at
+        else:
+            raise ValueError(f"malformed wire data at byte {at}")
+
+
+#: Message kinds of the length-delimited fields that are messages (the rest are strings/bytes).
+_CHILD = {
+    "space": {1: "plane"}, "plane": {3: "line", 4: "emeta_entry", 5: "smeta_entry", 6: "stat"},
+    "line": {4: "event"}, "event": {4: "stat"}, "emeta_entry": {2: "emeta"}, "smeta_entry": {2: "smeta"},
+    "emeta": {5: "stat"},
+}
+
+
+def _py_check_leaves(path: Path, buf: Any, start: int, end: int, kind: str, max_leaf: int) -> None:
+    """Refuse a string/bytes field longer than ``max_leaf`` in message [start, end) of ``kind``
+    (only messages longer than that can hold one, so only those are walked)."""
+    if end - start <= max_leaf:
+        return
+    children = _CHILD.get(kind, {})
     try:
-        space.ParseFromString(stripped)
-    except DecodeError:
-        return None
-    if not any(p.name for p in space.planes) or len(lines) != len(space.planes):
-        return None
-    if any(len(spans) != len(p.lines) for spans, p in zip(lines, space.planes)):
-        return None
-    return DecodedSpace(space, raw, lines)
+        for f, wt, s, e, at in _py_fields(buf, start, end):
+            if wt != 2:
+                continue
+            child = children.get(f)
+            if child is not None:
+                _py_check_leaves(path, buf, s, e, child, max_leaf)
+            elif e - s > max_leaf:
+                raise event_too_long(path, f"(a {e - s:,}-byte field at byte {at:,})", max_leaf)
+    except ValueError as exc:
+        raise TraceInputError(path, f"not a valid XSpace protobuf ({exc})") from None
+
+
+def _split(path: Path, view: memoryview, field: int, wire: bool) -> bytes:
+    """The message without its length-delimited fields ``field`` (C helper or Python)."""
+    try:
+        if wire:
+            return bytes(_wire.split_message(view, field)[0])
+        return b"".join(view[at:e] for f, wt, _, e, at in _py_fields(view, 0, len(view))
+                        if not (f == field and wt == 2))
+    except ValueError as exc:
+        raise TraceInputError(path, f"not a valid XSpace protobuf ({exc})") from None
+
+
+def _spans(path: Path, view: memoryview, field: int, wire: bool) -> Iterator[tuple[int, int]]:
+    """(offset, size) of the payloads of the length-delimited fields ``field`` of the message."""
+    try:
+        if wire:
+            start = 0
+            while start >= 0:
+                spans, start = _wire.field_spans(view, field, start, 4096)
+                yield from spans
+        else:
+            for f, wt, s, e, _ in _py_fields(view, 0, len(view)):
+                if f == field and wt == 2:
+                    yield s, e - s
+    except ValueError as exc:
+        raise TraceInputError(path, f"not a valid XSpace protobuf ({exc})") from None
+
+
+def _inflate_stat(data: bytes, limit: int) -> str:
+    """A ``compressed_str_value``: gzip/zlib (auto-detected), else raw deflate, inflated to the
+    stream's end, UTF-8 with replacement; its hex when neither inflates. OverflowError past
+    ``limit`` bytes, without inflating further (the C helper does the same)."""
+    for wbits in (47, -15):
+        d = zlib.decompressobj(wbits)
+        try:
+            out = d.decompress(data, limit + 1)
+        except zlib.error:
+            continue
+        if len(out) > limit:
+            raise OverflowError(f"{_INFLATE_PREFIX} {limit} bytes")
+        if d.eof:
+            return out.decode("utf-8", "replace")
+    return data.hex()
+
+
+_INFLATE_PREFIX = "a compressed string stat inflates past"
 
 
 def stat_value(st: xplane_pb2.XStat, stat_names: dict[int, str]) -> Any:
@@ -204,13 +455,7 @@ def stat_value(st: xplane_pb2.XStat, stat_names: dict[int, str]) -> Any:
     if kind == "ref_value":
         return stat_names.get(st.ref_value, "")
     if kind == "compressed_str_value":
-        data = st.compressed_str_value
-        for wbits in (47, -15):  # gzip/zlib auto-detect, then raw deflate
-            try:
-                return zlib.decompress(data, wbits).decode("utf-8", "replace")
-            except zlib.error:
-                continue
-        return data.hex()
+        return _inflate_stat(st.compressed_str_value, max_event_bytes())
     if kind is None:
         return None
     return getattr(st, kind)
@@ -313,13 +558,13 @@ class _LineEvents:
 
 def _line_events_wire(
     data: memoryview, names: dict[int, str], drop_ids: np.ndarray | None, split: tuple[str, ...],
-    op_ids: np.ndarray | None, start: int = 0, max_rows: int = 0,
+    op_ids: np.ndarray | None, start: int = 0, max_rows: int = 0, max_str: int = 64 << 20,
 ) -> tuple[_LineEvents, int]:
     """:class:`_LineEvents` of one serialized XLine from byte ``start``, at most ``max_rows`` kept
     events (0: all), by the C helper; and the byte to go on from (-1: the line is done)."""
     n_dropped, n_untimed, ids, offsets, durs, flags, args, values, next_start = _wire.scan_line(
         data, names, drop_ids if drop_ids is not None and len(drop_ids) else None, split, op_ids,
-        start, max_rows)
+        start, max_rows, max_str)
     return _LineEvents(
         n_dropped, n_untimed, np.frombuffer(ids, dtype=np.int64), np.frombuffer(offsets, dtype=np.int64),
         np.frombuffer(durs, dtype=np.int64),
@@ -370,28 +615,34 @@ class _Batch:
 
     Per-row columns are NumPy arrays (int64 ids/offsets/durations, object for the rest); what is
     constant over a line (thread, category, the line's start in ns, ...) is kept once per line
-    and reaches SQL as list parameters ``$<name>`` indexed by the row's ``li`` column."""
+    and spread over the line's rows when the batch is inserted (a NumPy take: SQL list
+    parameters indexed per row cost DuckDB time quadratic in the number of lines)."""
 
     def __init__(self, columns: tuple[str, ...], line_fields: tuple[str, ...]) -> None:
         self.columns = columns
         self.line_fields = line_fields
         self.lines: dict[str, list[Any]] = {f: [] for f in line_fields}
-        self.chunks: dict[str, list[Any]] = {c: [] for c in ("li", *columns)}
+        self.counts: list[int] = []
+        self.chunks: dict[str, list[Any]] = {c: [] for c in columns}
         self.rows = 0
 
     def add(self, line: dict[str, Any], ev: _LineEvents, **cols: list[Any]) -> None:
         n = len(ev)
         if not n:
             return
-        li = len(self.lines[self.line_fields[0]])
         for f in self.line_fields:
             self.lines[f].append(line[f])
+        self.counts.append(n)
         given = {"metadata_id": ev.metadata_id, "offset_ps": ev.offset_ps, "dur_ps": ev.dur_ps,
                  "args": ev.args, **cols}
-        self.chunks["li"].append(np.full(n, li, dtype=np.int32))
         for c in self.columns:
             self.chunks[c].append(given.get(c, (None,) * n))
         self.rows += n
+
+    def full(self) -> bool:
+        """Time to insert: ``_FLUSH_ROWS`` rows, or ``_FLUSH_LINES`` lines (each line costs a few
+        small arrays until then)."""
+        return self.rows >= _FLUSH_ROWS or len(self.counts) >= _FLUSH_LINES
 
     def arrays(self) -> dict[str, np.ndarray]:
         out: dict[str, np.ndarray] = {}
@@ -400,16 +651,20 @@ class _Batch:
                 out[c] = np.concatenate(parts)
             else:
                 out[c] = np.fromiter(itertools.chain.from_iterable(parts), dtype=object, count=self.rows)
+        li = np.repeat(np.arange(len(self.counts), dtype=np.intp), self.counts)
+        for f, values in self.lines.items():
+            kind = np.int64 if f == "base_ns" else object
+            per_line = np.empty(len(values), dtype=kind)
+            per_line[:] = values
+            out[f] = per_line[li]
         return out
-
-    def params(self) -> dict[str, list[Any]]:
-        return dict(self.lines)
 
     def clear(self) -> None:
         for v in self.lines.values():
             v.clear()
         for v in self.chunks.values():
             v.clear()
+        self.counts.clear()
         self.rows = 0
 
 
@@ -428,6 +683,7 @@ _HOST_COLS = ("metadata_id", "offset_ps", "dur_ps", "args")
 _HOST_LINE = ("tid", "category", "base_ns")
 
 _FLUSH_ROWS = 200_000
+_FLUSH_LINES = 20_000
 
 _INSERT_DEVICE_TEMPLATE = """
 INSERT INTO device_activity (run_id, rank, device, stream, category, name, start_ns, dur_ns,
@@ -435,14 +691,14 @@ INSERT INTO device_activity (run_id, rank, device, stream, category, name, start
     registers_per_thread, shared_mem_bytes, est_occupancy_pct, bytes, kind, device_start_ns,
     device_dur_ns, op_metadata_id, hlo_module, hlo_category, program_id, flops, model_flops,
     bytes_accessed, hbm_bytes, args)
-SELECT $run_id, $rank, $device, $stream[b.li + 1],
-    CASE WHEN $category[b.li + 1] = 'stream'
+SELECT $run_id, $rank, $device, b.stream,
+    CASE WHEN b.category = 'stream'
          THEN CASE WHEN m.name ILIKE 'memcpy%' OR x.memcpy_bytes IS NOT NULL THEN 'memcpy'
                    WHEN m.name ILIKE 'memset%' THEN 'memset' ELSE 'kernel' END
-         ELSE $category[b.li + 1] END,
+         ELSE b.category END,
     coalesce(nullif(m.display_name, ''), m.name, ''),
-    $base_ns[b.li + 1] + CAST(round(b.offset_ps / 1000) AS BIGINT), CAST(round(b.dur_ps / 1000) AS BIGINT),
-    TRY_CAST(b.correlation_id AS BIGINT), 'xplane:' || $kind[b.li + 1], $plane, $tid[b.li + 1],
+    b.base_ns + CAST(round(b.offset_ps / 1000) AS BIGINT), CAST(round(b.dur_ps / 1000) AS BIGINT),
+    TRY_CAST(b.correlation_id AS BIGINT), 'xplane:' || b.kind, $plane, b.tid,
     {kernel_details}
     x.memcpy_bytes, b.hlo_op,
     CAST(round(TRY_CAST(b.device_offset_ps AS DOUBLE) / 1000) AS BIGINT),
@@ -482,14 +738,14 @@ _GPU_DETAIL_COLS = ("kernel_details", "memcpy_details")
 _INSERT_HOST = """
 INSERT INTO host_events (run_id, rank, pid, tid, category, trace_category, name, start_ns, dur_ns,
     correlation_id, device, args)
-SELECT $run_id, $rank, $plane, $tid[b.li + 1], c.category, 'xplane:' || c.category, c.name,
-    $base_ns[b.li + 1] + CAST(round(b.offset_ps / 1000) AS BIGINT), CAST(round(b.dur_ps / 1000) AS BIGINT),
+SELECT $run_id, $rank, $plane, b.tid, c.category, 'xplane:' || c.category, c.name,
+    b.base_ns + CAST(round(b.offset_ps / 1000) AS BIGINT), CAST(round(b.dur_ps / 1000) AS BIGINT),
     TRY_CAST(json_extract_string(b.args, '$.correlation_id') AS BIGINT), $device, b.args
 FROM batch b LEFT JOIN plane_meta m ON m.metadata_id = b.metadata_id,
     LATERAL (SELECT coalesce(nullif(m.display_name, ''), m.name, '') AS name) n,
     -- Python-tracer events kept with python_events: category 'python' (its plane, or names with '$')
     LATERAL (SELECT CASE WHEN $python AND ($python_plane OR starts_with(n.name, '$')) THEN 'python'
-                         ELSE $category[b.li + 1] END AS category, n.name) c
+                         ELSE b.category END AS category, n.name) c
 """
 
 _META_COLS = (
@@ -515,10 +771,13 @@ _HOST_SUFFIX = re.compile(r"\.xplane\.pb(\.gz)?$", re.IGNORECASE)
 class XSpaceReader:
     def __init__(self, decoded: DecodedSpace, path: Path, rank: int, ctx: IngestContext) -> None:
         space = decoded.space
-        self.space = space
-        self.lines = decoded.lines  # None: the events are in `space` (protobuf's wrappers)
-        self._view = memoryview(decoded.raw)  # the C helper reads the events from here
-        self._plane_index = 0
+        self.space = space  # hostnames, errors, warnings (the planes are read one at a time)
+        self.decoded = decoded
+        self.wire = decoded.wire  # False: the events are read through protobuf's wrappers
+        self._view = decoded.source.view  # the serialized XSpace
+        self._plane_offset = 0  # where the current plane's bytes start in _view
+        self._plane_view = self._view[0:0]
+        self.max_leaf = max_event_bytes()
         self.path = path
         self.rank = rank
         self.ctx = ctx
@@ -526,7 +785,7 @@ class XSpaceReader:
         self.params: dict[str, Any] = {"run_id": ctx.run_id, "rank": rank}
         self.host = space.hostnames[0] if space.hostnames else _HOST_SUFFIX.sub("", path.name)
         self.n_total = self.n_python = self.n_skipped = 0
-        self.has_device_planes = any(_plane_device(p.name) for p in space.planes)
+        self.has_device_planes = any(_plane_device(name) for _, _, name in decoded.planes)
         self.task_env: dict[str, Any] = {}
 
     # -- driver -------------------------------------------------------------------------------
@@ -537,19 +796,32 @@ class XSpaceReader:
         gc.disable()
         try:
             self._run()
+        except OverflowError as exc:
+            if not str(exc).startswith(_INFLATE_PREFIX):
+                raise
+            raise InputLimitError(self.path, f"{exc}; set TRACEKIT_MAX_EVENT_BYTES to accept it") from None
         finally:
+            self._plane_view.release()
             if gc_was_enabled:
                 gc.enable()
 
     def _run(self) -> None:
-        for index, plane in enumerate(self.space.planes):
-            self._plane_index = index
+        source = self.decoded.source
+        for offset, size, _ in self.decoded.planes:
+            self._plane_view.release()
+            self._plane_offset = offset
+            self._plane_view = self._view[offset : offset + size]
+            plane = self._plane()
             names = {k: v.name for k, v in plane.stat_metadata.items()}
             dev = _plane_device(plane.name)
-            if plane.name == "Task Environment":
-                self.task_env = _stats(plane.stats, names)
-            elif plane.name == "/host:metadata":
-                self._modules(plane, names)
+            if plane.name in ("Task Environment", "/host:metadata"):
+                if plane.name == "Task Environment":
+                    self.task_env = _stats(plane.stats, names)
+                else:
+                    self._modules(plane, names)
+                if not self.wire:  # their lines are not read (nor counted), but checked as on the C path
+                    for _ in self._iter_lines():
+                        pass
             elif dev is not None:
                 self._device_plane(plane, names, dev)
             elif plane.name in _PYTHON_PLANES and not self.ctx.python_events:
@@ -560,7 +832,18 @@ class XSpaceReader:
                 self._host_plane(plane, names)
             else:
                 self.n_skipped += sum(n for _, _, n in self._lines(plane))
+            source.release(offset, offset + size)
         self._finish()
+
+    def _plane(self) -> xplane_pb2.XPlane:
+        """The current plane without its lines (name, metadata, stats), parsed by protobuf."""
+        view = self._plane_view
+        if not self.wire:
+            _py_check_leaves(self.path, view, 0, len(view), "plane", self.max_leaf)
+        rest = _split(self.path, view, 3, self.wire)
+        self.decoded.source.release(self._plane_offset, self._plane_offset + len(view))
+        plane: xplane_pb2.XPlane = _parse_part(self.path, xplane_pb2.XPlane, rest)
+        return plane
 
     def _finish(self) -> None:
         span = self.con.execute(
@@ -580,7 +863,7 @@ class XSpaceReader:
             "hostnames": list(self.space.hostnames),
             "errors": list(self.space.errors)[:20],
             "warnings": list(self.space.warnings)[:20],
-            "planes": [p.name for p in self.space.planes],
+            "planes": [name for _, _, name in self.decoded.planes],
             "task_environment": {k: v for k, v in self.task_env.items() if not isinstance(v, bytes)},
         }
         self.ctx.add_rank(
@@ -675,7 +958,7 @@ class XSpaceReader:
         ).fetchall()  # consume the result before the next statement runs
         device_rows = _Batch(_DEVICE_COLS, _DEVICE_LINE)
         span_rows = _Batch(_HOST_COLS, _HOST_LINE)
-        for line_index, line, n_events in self._lines(plane):
+        for line, span, n_events in self._lines(plane):
             line_name = line.name or line.display_name
             stream = _STREAM_LINE.match(line_name)
             if line_name in _OP_LINES or stream is not None:
@@ -684,19 +967,19 @@ class XSpaceReader:
                     suffix = (stream.group(2) or "").lower()
                     category = "memcpy" if "memcpy" in suffix else "memset" if "memset" in suffix else (
                         "kernel" if suffix in ("kernel", "compute") else "stream")
-                for ev in self._line_events(line_index, line, names, split=_DEVICE_STATS):
+                for ev in self._line_events(span, line, names, split=_DEVICE_STATS):
                     self.n_skipped += ev.n_untimed
                     self._add_device_rows(device_rows, ev, {
                         "stream": stream.group(1) if stream else line_name, "category": category,
                         "tid": line.name, "kind": line_name, "base_ns": line.timestamp_ns})
-                    if device_rows.rows >= _FLUSH_ROWS:
+                    if device_rows.full():
                         self._flush_device(device_rows, plane.name, index)
             elif line_name in _DEVICE_SPAN_LINES:
-                for ev in self._line_events(line_index, line, names):
+                for ev in self._line_events(span, line, names):
                     self.n_skipped += ev.n_untimed
                     span_rows.add({"tid": line.display_name or line.name,
                                    "category": _DEVICE_SPAN_LINES[line_name], "base_ns": line.timestamp_ns}, ev)
-                    if span_rows.rows >= _FLUSH_ROWS:
+                    if span_rows.full():
                         self._flush_host(span_rows, plane.name, index)
             else:
                 self.n_skipped += n_events
@@ -777,40 +1060,70 @@ class XSpaceReader:
         """Insert the batch with the statement ``sql(arrays)``, report progress, empty the batch."""
         if rows.rows:
             arrays = rows.arrays()
-            self._scan(arrays, sql(arrays), {**self.params, **rows.params(), **params})
+            self._scan(arrays, sql(arrays), {**self.params, **params})
             self.ctx.progress(rows.rows, 0)
         rows.clear()
 
     # -- reading lines ------------------------------------------------------------------------
 
     def _line_events(
-        self, line_index: int, line: xplane_pb2.XLine, names: dict[int, str], *,
+        self, span: tuple[int, int, int], line: xplane_pb2.XLine, names: dict[int, str], *,
         drop_ids: np.ndarray | None = None, split: tuple[str, ...] = (), op_ids: np.ndarray | None = None,
     ) -> Iterator[_LineEvents]:
-        """The events of line ``line_index`` of the current plane: by the C helper from the
-        serialized bytes, in chunks of at most ``_FLUSH_ROWS`` kept events (a TPU ``XLA Ops``
-        line can hold millions), or through protobuf's wrappers when the space was parsed whole."""
-        if self.lines is None:
+        """The events of the line at ``span`` (offset, size, count in the current plane): by the
+        C helper from the serialized bytes, in chunks of at most ``_FLUSH_ROWS`` kept events (a
+        TPU ``XLA Ops`` line can hold millions), or through protobuf's wrappers (pure path, where
+        ``line`` was parsed whole)."""
+        if not self.wire:
             yield _line_events_py(line, names, drop_ids, split, op_ids)
             return
-        offset, size, _ = self.lines[self._plane_index][line_index]
-        data, start = self._view[offset : offset + size], 0
-        while start >= 0:
-            try:
-                ev, start = _line_events_wire(data, names, drop_ids, split, op_ids, start, _FLUSH_ROWS)
-            except ValueError as exc:  # split_space checked these bytes: cannot happen
-                raise TraceInputError(self.path, f"not a valid XSpace protobuf ({exc})") from None
-            yield ev
+        offset, size, _ = span
+        data, start = self._plane_view[offset : offset + size], 0
+        base = self._plane_offset + offset
+        try:
+            while start >= 0:
+                begin = start
+                try:
+                    ev, start = _line_events_wire(data, names, drop_ids, split, op_ids, start, _FLUSH_ROWS,
+                                                  self.max_leaf)
+                except ValueError as exc:  # check_space checked these bytes: cannot happen
+                    raise TraceInputError(self.path, f"not a valid XSpace protobuf ({exc})") from None
+                self.decoded.source.release(base + begin, base + (size if start < 0 else start))
+                yield ev
+        finally:
+            data.release()
 
-    def _lines(self, plane: xplane_pb2.XPlane) -> Iterator[tuple[int, xplane_pb2.XLine, int]]:
-        """(index, line, event count) of the plane's lines that have events; every event is
-        counted in ``n_total`` (aggregated ones too)."""
-        spans = self.lines[self._plane_index] if self.lines is not None else None
-        for index, line in enumerate(plane.lines):
-            n = spans[index][2] if spans is not None else len(line.events)
+    def _lines(self, plane: xplane_pb2.XPlane) -> Iterator[tuple[xplane_pb2.XLine, tuple[int, int, int], int]]:
+        """(line, (offset, size, event count) in the plane, event count) of the current plane's
+        lines that have events, read a batch at a time (never the whole plane); every event is
+        counted in ``n_total`` (aggregated ones too). ``line`` has no events on the C path."""
+        for line, span in self._iter_lines():
+            n = span[2]
             self.n_total += n
             if n:
-                yield index, line, n
+                yield line, span, n
+
+    def _iter_lines(self) -> Iterator[tuple[xplane_pb2.XLine, tuple[int, int, int]]]:
+        view, path = self._plane_view, self.path
+        if self.wire:
+            start = 0
+            while start >= 0:
+                try:
+                    headers, spans, start = _wire.strip_lines(view, start, _LINE_BATCH)
+                except ValueError as exc:  # check_space checked these bytes: cannot happen
+                    raise TraceInputError(path, f"not a valid XSpace protobuf ({exc})") from None
+                lines = _parse_part(path, xplane_pb2.XPlane, headers).lines
+                if len(lines) != len(spans):
+                    raise TraceInputError(path, "not a valid XSpace protobuf (line headers do not parse)")
+                yield from zip(lines, spans)
+                if spans:
+                    self.decoded.source.release(self._plane_offset + spans[0][0],
+                                                self._plane_offset + spans[-1][0] + spans[-1][1])
+            return
+        for offset, size in _spans(path, view, 3, False):
+            _py_check_leaves(path, view, offset, offset + size, "line", self.max_leaf)
+            line = _parse_part(path, xplane_pb2.XLine, view[offset : offset + size])
+            yield line, (offset, size, len(line.events))
 
     # -- host planes --------------------------------------------------------------------------
 
@@ -828,9 +1141,9 @@ class XSpaceReader:
             op_ids = op_ids if len(op_ids) else None
         rows = _Batch(_HOST_COLS, _HOST_LINE)
         cpu_ops = _Batch(_DEVICE_COLS, _DEVICE_LINE)
-        for line_index, line, _ in self._lines(plane):
+        for line, span, _ in self._lines(plane):
             tid = line.display_name or line.name
-            for ev in self._line_events(line_index, line, names, drop_ids=drop_ids,
+            for ev in self._line_events(span, line, names, drop_ids=drop_ids,
                                         split=_CPU_OP_STATS if op_ids is not None else (), op_ids=op_ids):
                 self.n_python += ev.n_dropped
                 self.n_skipped += ev.n_untimed
@@ -841,9 +1154,9 @@ class XSpaceReader:
                         "base_ns": line.timestamp_ns})
                     ev = ev.take(np.flatnonzero(~ev.is_op))
                 rows.add({"tid": tid, "category": "traceme", "base_ns": line.timestamp_ns}, ev)
-                if rows.rows >= _FLUSH_ROWS:
+                if rows.full():
                     self._flush_host(rows, plane.name, None, keep_python)
-                if cpu_ops.rows >= _FLUSH_ROWS:
+                if cpu_ops.full():
                     self._flush_device(cpu_ops, plane.name, 0)
         self._flush_host(rows, plane.name, None, keep_python)
         self._flush_device(cpu_ops, plane.name, 0)

@@ -24,6 +24,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 typedef struct {
     char *v;
@@ -388,17 +390,35 @@ static int put_json_double(Buf *b, double d) {
     return rc;
 }
 
-/* zlib.decompress(data, wbits) with gzip/zlib auto-detection, then raw deflate; decoded as UTF-8
- * with replacement; the hex of the bytes when neither inflates (as stat_value in Python). */
+/* Longest inflated compressed_str_value (bytes): set by scan_line's max_str. */
+static Py_ssize_t max_inflated = (Py_ssize_t)64 << 20;
+
+/* A zlib.decompressobj(wbits) inflate of the whole stream, at most max_inflated bytes out, as
+ * _inflate_stat in Python: gzip/zlib auto-detection, then raw deflate; decoded as UTF-8 with
+ * replacement; the hex of the bytes when neither inflates to the stream's end. A longer result
+ * raises OverflowError (the caller reports the limit) without inflating past it. */
 static PyObject *inflate_str(const uint8_t *s, Py_ssize_t n) {
     PyObject *zlib = PyImport_ImportModule("zlib");
     if (!zlib) return NULL;
     PyObject *data = PyBytes_FromStringAndSize((const char *)s, n);
     PyObject *out = NULL;
-    for (int i = 0; data && i < 2 && !out; i++) {
-        PyObject *raw = PyObject_CallMethod(zlib, "decompress", "Oi", data, i == 0 ? 47 : -15);
+    int failed = 0;
+    for (int i = 0; data && i < 2 && !out && !failed; i++) {
+        PyObject *d = PyObject_CallMethod(zlib, "decompressobj", "i", i == 0 ? 47 : -15);
+        if (!d) { failed = 1; break; }
+        PyObject *raw = PyObject_CallMethod(d, "decompress", "On", data, max_inflated + 1);
         if (raw) {
-            out = PyUnicode_DecodeUTF8(PyBytes_AS_STRING(raw), PyBytes_GET_SIZE(raw), "replace");
+            PyObject *eof = PyObject_GetAttrString(d, "eof");
+            int done = eof ? PyObject_IsTrue(eof) : -1;
+            Py_XDECREF(eof);
+            if (done < 0) failed = 1;
+            else if (PyBytes_GET_SIZE(raw) > max_inflated) {
+                PyErr_Format(PyExc_OverflowError, "a compressed string stat inflates past %zd bytes", max_inflated);
+                failed = 1;
+            } else if (done) {
+                out = PyUnicode_DecodeUTF8(PyBytes_AS_STRING(raw), PyBytes_GET_SIZE(raw), "replace");
+                if (!out) failed = 1;
+            }
             Py_DECREF(raw);
         } else { /* zlib.error: try the next format; anything else (MemoryError, ...) propagates */
             PyObject *type, *value, *tb;
@@ -409,16 +429,17 @@ static PyObject *inflate_str(const uint8_t *s, Py_ssize_t n) {
             if (!is_zlib) {
                 if (zerr) PyErr_Restore(type, value, tb);
                 else { Py_XDECREF(type); Py_XDECREF(value); Py_XDECREF(tb); }
-                Py_DECREF(data);
-                Py_DECREF(zlib);
-                return NULL;
+                failed = 1;
+            } else {
+                Py_XDECREF(type);
+                Py_XDECREF(value);
+                Py_XDECREF(tb);
             }
-            Py_XDECREF(type);
-            Py_XDECREF(value);
-            Py_XDECREF(tb);
         }
+        Py_DECREF(d);
     }
-    if (data && !out) out = PyObject_CallMethod(data, "hex", NULL);
+    if (failed) { Py_XDECREF(out); out = NULL; }
+    else if (data && !out) out = PyObject_CallMethod(data, "hex", NULL);
     Py_XDECREF(data);
     Py_DECREF(zlib);
     return out;
@@ -507,15 +528,16 @@ typedef struct {
 } Cols;
 
 static PyObject *scan_line(PyObject *m, PyObject *args, PyObject *kw) {
-    static char *kwlist[] = {"line", "names", "drop_ids", "split", "op_ids", "start", "max_rows", NULL};
+    static char *kwlist[] = {"line", "names", "drop_ids", "split", "op_ids", "start", "max_rows", "max_str", NULL};
     Py_buffer line, drop = {0}, ops = {0};
     PyObject *names_dict, *drop_obj = Py_None, *split = NULL, *ops_obj = Py_None;
-    Py_ssize_t start = 0, max_rows = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "y*O!|OO!Onn", kwlist, &line, &PyDict_Type,
+    Py_ssize_t start = 0, max_rows = 0, max_str = (Py_ssize_t)64 << 20;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "y*O!|OO!Onnn", kwlist, &line, &PyDict_Type,
                                      &names_dict, &drop_obj, &PyTuple_Type, &split, &ops_obj, &start,
-                                     &max_rows)) {
+                                     &max_rows, &max_str)) {
         return NULL;
     }
+    max_inflated = max_str > 0 ? max_str : 0;
     if (start < 0 || start > line.len) {
         PyBuffer_Release(&line);
         PyErr_SetString(PyExc_ValueError, "start is outside the line");
@@ -740,7 +762,228 @@ done:
     return result;
 }
 
+/* ---------------------------------------------------------------------------------------- */
+/* Streaming: check_space, split_message, field_spans, strip_lines */
+
+enum { M_SPACE, M_PLANE, M_LINE, M_EVENT, M_STAT, M_EMETA_ENTRY, M_SMETA_ENTRY, M_EMETA, M_SMETA, M_LEAF };
+
+/* The message kind of field `f` (length-delimited) inside a message of kind `kind`. */
+static int child_kind(int kind, uint32_t f) {
+    switch (kind) {
+        case M_SPACE: return f == 1 ? M_PLANE : M_LEAF;
+        case M_PLANE: return f == 3 ? M_LINE : f == 4 ? M_EMETA_ENTRY : f == 5 ? M_SMETA_ENTRY : f == 6 ? M_STAT : M_LEAF;
+        case M_LINE: return f == 4 ? M_EVENT : M_LEAF;
+        case M_EVENT: return f == 4 ? M_STAT : M_LEAF;
+        case M_EMETA_ENTRY: return f == 2 ? M_EMETA : M_LEAF;
+        case M_SMETA_ENTRY: return f == 2 ? M_SMETA : M_LEAF;
+        case M_EMETA: return f == 5 ? M_STAT : M_LEAF;
+        default: return M_LEAF;
+    }
+}
+
+typedef struct {
+    uint64_t max_leaf;      /* longest string/bytes field */
+    const uint8_t *base;    /* start of the buffer */
+    const uint8_t *bad_at;  /* where the refusal is */
+    int release;            /* drop the pages behind the walk (a read-only file mapping) */
+    const uint8_t *released;
+    long page;
+} Check;
+
+/* Give the pages of [c->released, upto) back to the kernel: only for a read-only file mapping,
+ * whose pages are read again from the file if touched (they are not). */
+static void release_upto(Check *c, const uint8_t *upto) {
+    if (!c->release) return;
+    uintptr_t from = ((uintptr_t)c->released + (uintptr_t)c->page - 1) & ~((uintptr_t)c->page - 1);
+    uintptr_t to = (uintptr_t)upto & ~((uintptr_t)c->page - 1);
+    if (to > from + ((uintptr_t)32 << 20)) {
+        madvise((void *)from, to - from, MADV_DONTNEED);
+        c->released = (const uint8_t *)to;
+    }
+}
+
+/* Walk message [p, end) of `kind` and everything in it: the structure protobuf checks, the UTF-8
+ * of XStat.str_value, and no string or bytes field longer than c->max_leaf. 0 ok, -1 malformed,
+ * -3 a field too long (c->bad_at). */
+static int check_msg(Check *c, const uint8_t *p, const uint8_t *end, int kind) {
+    uint32_t f;
+    int wt, r;
+    const uint8_t *s = NULL, *e = NULL, *at = p;
+    uint64_t val = 0;
+    while ((r = next_field(&p, end, &f, &wt, &s, &e, &val)) == 1) {
+        if (wt == 2) {
+            int ck = child_kind(kind, f);
+            if (ck == M_LEAF) {
+                if ((uint64_t)(e - s) > c->max_leaf) { c->bad_at = at; return -3; }
+                if (kind == M_STAT && f == 5 && !utf8_valid(s, e)) { c->bad_at = at; return -1; }
+            } else {
+                int rc = check_msg(c, s, e, ck);
+                if (rc < 0) return rc;
+                if (kind == M_PLANE) release_upto(c, e);
+            }
+        }
+        at = p;
+    }
+    if (r < 0) c->bad_at = at;
+    return r;
+}
+
+/* check_space(raw, max_leaf, release=False) -> None, or (what, at, n): "malformed" at byte `at`,
+ * or "too long": a string/bytes field of n bytes (over max_leaf) whose key is at byte `at`. */
+static PyObject *check_space(PyObject *m, PyObject *args, PyObject *kw) {
+    (void)m;
+    static char *kwlist[] = {"raw", "max_leaf", "release", NULL};
+    Py_buffer view;
+    unsigned long long max_leaf;
+    int release = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "y*K|p", kwlist, &view, &max_leaf, &release)) return NULL;
+    Check c = {(uint64_t)max_leaf, view.buf, view.buf, release, view.buf, sysconf(_SC_PAGESIZE)};
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = check_msg(&c, view.buf, (const uint8_t *)view.buf + view.len, M_SPACE);
+    release_upto(&c, (const uint8_t *)view.buf + view.len);
+    Py_END_ALLOW_THREADS
+    Py_ssize_t where = (Py_ssize_t)(c.bad_at - c.base), n = 0;
+    if (rc == -3) { /* the refused field's length */
+        const uint8_t *p = c.bad_at, *end = c.base + view.len, *s = NULL, *e = NULL;
+        uint32_t f;
+        int wt;
+        uint64_t val;
+        if (next_field(&p, end, &f, &wt, &s, &e, &val) == 1) n = (Py_ssize_t)(e - s);
+    }
+    PyBuffer_Release(&view);
+    if (rc == -3) return Py_BuildValue("(snn)", "too long", where, n);
+    if (rc < 0) return Py_BuildValue("(snn)", "malformed", where, (Py_ssize_t)0);
+    Py_RETURN_NONE;
+}
+
+/* split_message(msg, field) -> (rest, n): the message without its length-delimited fields
+ * `field` (XSpace without planes, XPlane without lines), and how many there were. */
+static PyObject *split_message(PyObject *m, PyObject *args) {
+    (void)m;
+    Py_buffer view;
+    unsigned int field;
+    if (!PyArg_ParseTuple(args, "y*I", &view, &field)) return NULL;
+    Buf out = {0};
+    const uint8_t *p = view.buf, *end = p + view.len, *at = p, *s = NULL, *e = NULL;
+    uint32_t f;
+    int wt, r, bad = 0;
+    uint64_t val = 0;
+    Py_ssize_t n = 0;
+    while ((r = next_field(&p, end, &f, &wt, &s, &e, &val)) == 1) {
+        if (f == field && wt == 2) n++;
+        else if (put(&out, (const char *)at, p - at)) { bad = 1; break; }
+        at = p;
+    }
+    PyObject *result = NULL;
+    if (bad) PyErr_NoMemory();
+    else if (r < 0) PyErr_SetString(PyExc_ValueError, "malformed XSpace wire data");
+    else result = Py_BuildValue("(y#n)", out.v ? out.v : "", out.n, n);
+    free(out.v);
+    PyBuffer_Release(&view);
+    return result;
+}
+
+/* field_spans(msg, field, start=0, max_n=0) -> (spans, next): (offset, size) of the payloads of
+ * the length-delimited fields `field` from byte `start`, at most max_n (0: all); next is where
+ * to go on, -1 at the end. */
+static PyObject *field_spans(PyObject *m, PyObject *args) {
+    (void)m;
+    Py_buffer view;
+    unsigned int field;
+    Py_ssize_t start = 0, max_n = 0;
+    if (!PyArg_ParseTuple(args, "y*I|nn", &view, &field, &start, &max_n)) return NULL;
+    PyObject *spans = NULL, *result = NULL;
+    if (start < 0 || start > view.len) {
+        PyErr_SetString(PyExc_ValueError, "start is outside the message");
+        goto done;
+    }
+    spans = PyList_New(0);
+    if (!spans) goto done;
+    const uint8_t *base = view.buf, *p = base + start, *end = base + view.len, *s = NULL, *e = NULL;
+    uint32_t f;
+    int wt, r = 0;
+    uint64_t val = 0;
+    Py_ssize_t n = 0;
+    while ((max_n <= 0 || n < max_n) && (r = next_field(&p, end, &f, &wt, &s, &e, &val)) == 1) {
+        if (f != field || wt != 2) continue;
+        PyObject *span = Py_BuildValue("(nn)", (Py_ssize_t)(s - base), (Py_ssize_t)(e - s));
+        if (!span || PyList_Append(spans, span) < 0) { Py_XDECREF(span); goto done; }
+        Py_DECREF(span);
+        n++;
+    }
+    if (r < 0) { PyErr_SetString(PyExc_ValueError, "malformed XSpace wire data"); goto done; }
+    result = Py_BuildValue("(On)", spans, (max_n > 0 && n >= max_n && p < end) ? (Py_ssize_t)(p - base) : (Py_ssize_t)-1);
+done:
+    Py_XDECREF(spans);
+    PyBuffer_Release(&view);
+    return result;
+}
+
+/* strip_lines(plane, start=0, max_lines=0) -> (headers, spans, next): the XPlane's lines from
+ * byte `start` (at most max_lines; 0: all) without their events, as an XPlane message holding
+ * only them (for protobuf), with (offset, size, n_events) of each line's bytes in `plane`; next
+ * is where to go on, -1 at the end. */
+static PyObject *strip_lines(PyObject *m, PyObject *args) {
+    (void)m;
+    Py_buffer view;
+    Py_ssize_t start = 0, max_lines = 0;
+    if (!PyArg_ParseTuple(args, "y*|nn", &view, &start, &max_lines)) return NULL;
+    Buf out = {0}, line = {0};
+    PyObject *spans = NULL, *result = NULL;
+    if (start < 0 || start > view.len) {
+        PyErr_SetString(PyExc_ValueError, "start is outside the message");
+        goto done;
+    }
+    spans = PyList_New(0);
+    if (!spans) goto done;
+    const uint8_t *base = view.buf, *p = base + start, *end = base + view.len, *s = NULL, *e = NULL;
+    uint32_t f;
+    int wt, r = 0;
+    uint64_t val = 0;
+    Py_ssize_t n = 0;
+    while ((max_lines <= 0 || n < max_lines) && (r = next_field(&p, end, &f, &wt, &s, &e, &val)) == 1) {
+        if (f != 3 || wt != 2) continue;
+        line.n = 0;
+        Py_ssize_t n_events = 0;
+        int rl = strip_line(s, e, &line, &n_events);
+        if (rl == -2 || (rl >= 0 && put_message(&out, 3, line.v, line.n))) { PyErr_NoMemory(); goto done; }
+        if (rl < 0) { r = -1; break; }
+        PyObject *span = Py_BuildValue("(nnn)", (Py_ssize_t)(s - base), (Py_ssize_t)(e - s), n_events);
+        if (!span || PyList_Append(spans, span) < 0) { Py_XDECREF(span); goto done; }
+        Py_DECREF(span);
+        n++;
+    }
+    if (r < 0) { PyErr_SetString(PyExc_ValueError, "malformed XSpace wire data"); goto done; }
+    result = Py_BuildValue("(y#On)", out.v ? out.v : "", out.n, spans,
+                           (max_lines > 0 && n >= max_lines && p < end) ? (Py_ssize_t)(p - base) : (Py_ssize_t)-1);
+done:
+    Py_XDECREF(spans);
+    free(out.v);
+    free(line.v);
+    PyBuffer_Release(&view);
+    return result;
+}
+
 static PyMethodDef methods[] = {
+    {"check_space", (PyCFunction)(void (*)(void))check_space, METH_VARARGS | METH_KEYWORDS,
+     "check_space(raw, max_leaf, release=False) -> None | (what, at, n): walk the whole XSpace "
+     "(every plane, line, event, stat and metadata entry) as protobuf would, keeping nothing. "
+     "None when it is well formed; ('malformed', at, 0) with the byte where the walk stopped; "
+     "('too long', at, n) for a string/bytes field of n bytes, longer than max_leaf, whose key is "
+     "at byte `at`. With release, the pages already walked are given back to the kernel (only "
+     "for a read-only file mapping)."},
+    {"split_message", split_message, METH_VARARGS,
+     "split_message(msg, field) -> (rest: bytes, n: int): the message without its "
+     "length-delimited fields numbered `field`, and how many there were."},
+    {"field_spans", field_spans, METH_VARARGS,
+     "field_spans(msg, field, start=0, max_n=0) -> (spans, next): (offset, size) of the payloads "
+     "of the length-delimited fields `field` from byte start, at most max_n (0: all); next is "
+     "where to go on, -1 at the end."},
+    {"strip_lines", strip_lines, METH_VARARGS,
+     "strip_lines(plane, start=0, max_lines=0) -> (headers, spans, next): an XPlane's lines from "
+     "byte start without their events, as an XPlane message of only those lines, and (offset, "
+     "size, n_events) of each line's bytes in plane; next is where to go on, -1 at the end."},
     {"split_space", split_space, METH_O,
      "split_space(raw) -> (stripped: bytes, lines: list[list[tuple[int, int, int]]]): the "
      "serialized XSpace without its XEvents, and (offset, size, n_events) of each XLine of each "

@@ -36,6 +36,7 @@ import re
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from itertools import accumulate
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +46,7 @@ except ImportError:  # pragma: no cover - depends on the build
     _native = None  # type: ignore[assignment]
 
 from tracekit.errors import TraceInputError
+from tracekit.limits import InputLimitError, event_too_long, max_event_bytes
 from tracekit.parsers._io import Prefetch, ReadCounter, iter_decompressed, prefetch, read_head
 from tracekit.parsers.base import IngestContext, Parser, RankInfo
 
@@ -110,6 +112,7 @@ class KinetoFile:
         self._blocks = iter_decompressed(self.path, counter=self._read)
         buf = self._buf
         searched = 0
+        limit = max_event_bytes()
         while True:
             start = _first_token(buf)
             if start is not None and buf[start : start + 1] == b"[":
@@ -122,12 +125,7 @@ class KinetoFile:
             m = _EVENTS_KEY.search(buf, max(0, searched - 32))
             if m is not None:
                 head = bytes(buf[: m.start()]) + b'"traceEvents":[]}'
-                try:
-                    hdr = json.loads(head)
-                except ValueError:
-                    raise TraceInputError(
-                        self.path, "malformed JSON before the traceEvents array"
-                    ) from None
+                hdr = loads_strict(self.path, head, "before the traceEvents array")
                 if not isinstance(hdr, dict):
                     raise TraceInputError(self.path, "not a Kineto trace (top level is not an object)")
                 hdr.pop("traceEvents", None)
@@ -136,6 +134,12 @@ class KinetoFile:
                 del buf[: m.end()]
                 return self
             searched = len(buf)
+            if searched > limit:
+                # a header (or a file without traceEvents) this long would be decoded whole
+                raise InputLimitError(
+                    self.path, f"no traceEvents array in the first {limit:,} bytes; "
+                    "set TRACEKIT_MAX_EVENT_BYTES to accept a longer header"
+                )
             block = next(self._blocks, None)
             if block is None:
                 if not buf.strip():
@@ -149,6 +153,68 @@ class KinetoFile:
     def meta(self) -> dict[str, Any]:
         """Top-level keys other than ``traceEvents`` (header and trailer merged)."""
         return {**self.header, **self.trailer}
+
+
+#: The deepest nesting of arrays and objects accepted inside one event or one top-level value
+#: (levels). Both paths refuse deeper input in the same words; the C scanner's limit is the same.
+MAX_NESTING = 512
+_NESTING_REASON = f"nesting deeper than {MAX_NESTING} levels"
+_NOT_BRACKETS = bytes(c for c in range(256) if c not in b'"[]{}')
+_BRACKET_STEP = bytes.maketrans(b"[{]}", b"\x01\x01\xff\xff")
+
+
+def nesting_depth(data: bytes) -> int:
+    """Deepest nesting of arrays and objects in ``data`` (valid JSON), in levels; linear time,
+    no recursion. Used before a recursive decoder (``json``, msgspec) could hit Python's
+    recursion limit, so that the limit is the same everywhere."""
+    if b"\\" in data:
+        data = data.replace(b"\\\\", b"").replace(b'\\"', b"")  # escaped backslashes, then quotes
+    d = data.translate(None, _NOT_BRACKETS).replace(b'""', b"")
+    if b'"' in d:  # strings holding brackets: keep what lies between them only
+        d = b"".join(d.split(b'"')[0::2])
+    if not d:
+        return 0
+    steps = memoryview(d.translate(_BRACKET_STEP)).cast("b")  # +1 opens, -1 closes
+    return max(accumulate(steps))
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def loads_strict(path: Path, data: bytes, where: str, extra_levels: int = 1) -> Any:
+    """``json.loads`` as the JSON grammar says (NaN and Infinity refused), refusing nesting
+    deeper than :data:`MAX_NESTING` (plus ``extra_levels`` for the enclosing object and array)
+    before the recursive decoder could meet Python's recursion limit. Raises a one-line
+    :class:`TraceInputError` naming ``where`` the bad JSON is."""
+    check_nesting(path, data, where, extra_levels)
+    try:
+        return json.loads(data, parse_constant=_no_constant)
+    except RecursionError:  # pragma: no cover - check_nesting refuses this first
+        raise TraceInputError(path, f"{_NESTING_REASON} {where}") from None
+    except ValueError as exc:
+        raise TraceInputError(path, f"malformed JSON {where} ({_one_line(exc)})") from None
+
+
+def check_nesting(path: Path, data: bytes, where: str, extra_levels: int = 1) -> None:
+    """Refuse ``data`` when it nests deeper than :data:`MAX_NESTING` + ``extra_levels`` levels."""
+    if nesting_depth(data) > MAX_NESTING + extra_levels:
+        raise TraceInputError(path, f"{_NESTING_REASON} {where}")
+
+
+def parse_trailer(path: Path, rest: bytes) -> dict[str, Any]:
+    """The keys after the ``traceEvents`` array (``rest`` starts just after its closing ']'),
+    decoded the same way by both paths; a later duplicate ``traceEvents`` key is dropped."""
+    top = loads_strict(path, b'{"traceEvents":[]' + rest, "after the events")
+    if not isinstance(top, dict):  # pragma: no cover - the text starts with '{'
+        raise TraceInputError(path, "malformed JSON after the events")
+    top.pop("traceEvents", None)
+    return top
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def _first_token(buf: bytearray) -> int | None:
@@ -212,7 +278,8 @@ def _native_arg(key: str) -> str:
     return f"a{_ARG_KEYS.index(key)}"
 
 
-_NS = "CAST(round({c} * 1000) AS BIGINT)"  # exact: {c} is DECIMAL µs from the JSON text
+_NS = "TRY_CAST(round({c} * 1000) AS BIGINT)"  # exact: {c} is DECIMAL µs from the JSON text
+_MAX_NS = 1 << 62  # |ts| and dur beyond this (ns) are not physical: the event is dropped
 
 
 def _insert_sql(table: str, arg: Callable[[str], str], src: str, *, native: bool = False) -> str:
@@ -234,6 +301,9 @@ def _insert_sql(table: str, arg: Callable[[str], str], src: str, *, native: bool
         # the scanner's exact ns, else the same conversion of the text as the JSON path
         ts = "coalesce(ts_ns, " + _NS.format(c="CAST(ts AS DECIMAL(24,6))") + ")"
         dur = "coalesce(dur_ns, " + _NS.format(c="CAST(coalesce(dur, '0') AS DECIMAL(24,6))") + ")"
+    # physics: a complete event with a negative duration, or a time beyond +-2^62 ns (146 years;
+    # start + duration must still fit in BIGINT), is dropped (counted as n_invalid_events)
+    valid = f"ts IS NOT NULL AND {dur} BETWEEN 0 AND {_MAX_NS} AND {ts} BETWEEN -{_MAX_NS} AND {_MAX_NS}"
     if table == "device_activity":
         return f"""
 INSERT INTO device_activity (run_id, rank, device, stream, category, name, start_ns, dur_ns,
@@ -250,7 +320,7 @@ SELECT $run_id, $rank, coalesce({a("device", "INTEGER")}, TRY_CAST(pid AS INTEGE
     {a("blocks per SM", "DOUBLE")}, {a("warps per SM", "DOUBLE")},
     {a("est. achieved occupancy %", "DOUBLE")}, {a("bytes", "BIGINT")},
     {a("memory bandwidth (GB/s)", "DOUBLE")}, {arg("kind")}, {collective}
-FROM {src} WHERE ts IS NOT NULL
+FROM {src} WHERE {valid}
 """
     return f"""
 INSERT INTO host_events (run_id, rank, pid, tid, category, trace_category, name, start_ns,
@@ -262,7 +332,7 @@ SELECT $run_id, $rank, pid, tid, {_CAT_CASE}, coalesce(cat, ''), coalesce(name, 
     {a("Fwd thread id", "BIGINT")}, {arg("Input Dims")}, {arg("Input type")},
     {arg("Input Strides")}, {arg("Concrete Inputs")}, {a("flops", "DOUBLE")}, {arg("stream")},
     {a("device", "INTEGER")}, {a("cbid", "INTEGER")}, {collective}
-FROM {src} WHERE ts IS NOT NULL
+FROM {src} WHERE {valid}
 """
 
 
@@ -349,11 +419,11 @@ class KinetoParser(Parser, format_name="kineto"):
 
     def _finish_file(
         self, kf: KinetoFile, rank: int, rank_source: str, ctx: IngestContext,
-        counts: tuple[int, int, int],
+        counts: tuple[int, int, int, int],
     ) -> None:
         con = ctx.con
         params = {"run_id": ctx.run_id, "rank": rank}
-        n_total, n_python, n_flow = counts
+        n_total, n_python, n_flow, n_candidates = counts
         meta = kf.meta
         stats = con.execute(
             """SELECT min(s), max(e), sum(n), sum(hip), sum(cuda) FROM (
@@ -376,9 +446,9 @@ class KinetoParser(Parser, format_name="kineto"):
                 rank=rank,
                 rank_source=rank_source,
                 path=kf.path,
-                world_size=_int(dist.get("world_size")),
+                world_size=_int(dist.get("world_size"), 32),
                 dist_backend=_str(dist.get("backend")),
-                schema_version=_int(meta.get("schemaVersion")),
+                schema_version=_int(meta.get("schemaVersion"), 32),
                 trace_id=_str(meta.get("trace_id")),
                 base_time_ns=_int(meta.get("baseTimeNanoseconds")),
                 display_time_unit=_str(meta.get("displayTimeUnit")),
@@ -388,15 +458,19 @@ class KinetoParser(Parser, format_name="kineto"):
                 n_trace_events=n_total,
                 n_python_events=n_python,
                 n_flow_events=n_flow,
-                n_other_skipped=n_total - int(n_kept or 0) - n_python - n_flow,
+                n_other_skipped=n_total - n_candidates - n_python - n_flow,
+                # complete events DuckDB dropped: no ts, a negative duration, or ts/dur beyond
+                # +-2^62 ns (the same SQL on both paths)
+                n_invalid_events=n_candidates - int(n_kept or 0),
                 first_ns=first_ns,
                 last_ns=last_ns,
                 captured_at_unix_s=_captured_at(meta, first_ns),
             )
         )
-        for dev_props in meta.get("deviceProperties") or []:
+        devices = meta.get("deviceProperties")
+        for dev_props in devices if isinstance(devices, list) else []:
             if isinstance(dev_props, dict):
-                ctx.add_device(rank, dev_props, runtime)
+                ctx.add_device(rank, _device_props(dev_props), runtime)
 
 
 def native_scanner_enabled() -> bool:
@@ -405,6 +479,7 @@ def native_scanner_enabled() -> bool:
 
 
 _NATIVE_BATCH_BYTES = 4 << 20  # kept-event text gathered before one INSERT (bounds memory)
+_RESCAN_FROM = 1 << 20  # an unfinished event this long is scanned again only at twice its size
 _NATIVE_QUEUE = 8  # batches the read-ahead thread may hold ahead of DuckDB (it runs ahead while
 # the CLI imports and the store is created; fewer stalled it: 0.71 s with 2, 0.62 s with 8, same peak RSS)
 
@@ -412,7 +487,8 @@ _NATIVE_QUEUE = 8  # batches the read-ahead thread may hold ahead of DuckDB (it 
 def _native_items(kf: KinetoFile) -> Iterator[tuple[str, Any]]:
     """Scan an opened file with the C scanner; yield ("batch", (table, Batch)) as the kept
     events reach ``_NATIVE_BATCH_BYTES``, ("progress", (events, input bytes)) now and then, and
-    last ("counts", (events, python_function events, flow events)). Fills ``kf.trailer``.
+    last ("counts", (events, python_function events, flow events, complete events handed to
+    DuckDB)). Fills ``kf.trailer``. Refuses an event longer than ``TRACEKIT_MAX_EVENT_BYTES``.
 
     The scanner validates and filters the decompressed stream with the GIL released, while the
     next block is inflated in a background thread."""
@@ -421,6 +497,11 @@ def _native_items(kf: KinetoFile) -> Iterator[tuple[str, Any]]:
     buf = kf._buf
     offset = kf.json_bytes  # decompressed bytes before buf[0]
     reported_events = reported_bytes = 0
+    limit = max_event_bytes()
+    # An unfinished event is scanned again from its start when more bytes come: after a scan
+    # that leaves more than _RESCAN_FROM bytes, the next one waits for twice as many, so a long
+    # event costs linear time; one longer than the limit is refused.
+    next_scan = 0
 
     def scan(final: bool) -> None:
         nonlocal offset
@@ -435,11 +516,17 @@ def _native_items(kf: KinetoFile) -> Iterator[tuple[str, Any]]:
             ) from None
         del buf[:n]
         offset += n
+        if not scanner.done and len(buf) > limit:
+            raise event_too_long(kf.path, f"at byte {offset:,}", limit)
+
+    n_kept = 0
 
     def batches() -> Iterator[tuple[str, Any]]:
+        nonlocal n_kept
         for table in (0, 1):
             batch = scanner.take(table, _NATIVE_COLUMNS[table])
             if batch is not None:
+                n_kept += len(batch)
                 yield "batch", (table, batch)
 
     blocks = prefetch(kf._blocks, depth=1)  # inflating stays a block ahead of the scanner
@@ -449,8 +536,15 @@ def _native_items(kf: KinetoFile) -> Iterator[tuple[str, Any]]:
         for block in blocks:
             buf += block
             if scanner.done:
+                if len(buf) > limit:
+                    raise InputLimitError(
+                        kf.path, f"the keys after the traceEvents array are longer than {limit:,} "
+                        "bytes; set TRACEKIT_MAX_EVENT_BYTES to accept them")
+                continue
+            if len(buf) < next_scan and len(buf) <= limit:
                 continue
             scan(False)
+            next_scan = 2 * len(buf) if len(buf) > _RESCAN_FROM else 0
             _, _, dev_bytes, host_bytes = scanner.pending()
             if dev_bytes + host_bytes >= _NATIVE_BATCH_BYTES:
                 yield from batches()
@@ -466,17 +560,14 @@ def _native_items(kf: KinetoFile) -> Iterator[tuple[str, Any]]:
     kf.json_bytes = offset + len(buf)
     rest = bytes(buf)
     buf.clear()
-    try:
-        if kf.array_format:
-            if rest.strip():
-                raise ValueError("data after the closing ']'")
-        else:
-            top = json.loads(b'{"traceEvents":[]' + rest)
-            top.pop("traceEvents", None)
-            kf.trailer = top
-    except ValueError as exc:
-        raise TraceInputError(kf.path, f"truncated or malformed JSON after the events ({exc})") from None
-    yield "counts", (scanner.n_events, scanner.n_python, scanner.n_flow)
+    if kf.array_format:
+        if rest.strip(b" \t\r\n"):
+            raise TraceInputError(
+                kf.path, "truncated or malformed JSON after the events (data after the closing ']')"
+            )
+    else:
+        kf.trailer = parse_trailer(kf.path, rest)
+    yield "counts", (scanner.n_events, scanner.n_python, scanner.n_flow, n_kept)
 
 
 def _file_key(path: Path, keep_python: bool) -> tuple[str, int, int, bool] | None:
@@ -590,7 +681,7 @@ def cancel_read_aheads() -> None:
         _READ_AHEAD.clear()
 
 
-def _insert_native(ahead: ReadAhead, ctx: IngestContext, params: dict[str, Any]) -> tuple[int, int, int]:
+def _insert_native(ahead: ReadAhead, ctx: IngestContext, params: dict[str, Any]) -> tuple[int, int, int, int]:
     """Insert the read-ahead's batches with the same SQL conversions as the pure-Python path
     (DuckDB reads each batch through the Arrow C stream interface). Returns the counts."""
     import duckdb
@@ -611,15 +702,37 @@ def _insert_native(ahead: ReadAhead, ctx: IngestContext, params: dict[str, Any])
             except duckdb.Error as exc:
                 ahead.cancel()
                 raise TraceInputError(
-                    ahead.file.path, f"unexpected value in an event: {_duckdb_reason(exc)}"
+                    ahead.file.path, f"unexpected value in an event: {_batch_error(batch, inserts[table], exc)}"
                 ) from None
             del batch
         elif kind == "progress":
             ctx.progress(*value)
         else:
-            n_events, n_python, n_flow = value
-            return n_events, n_python, n_flow
+            n_events, n_python, n_flow, n_kept = value
+            return n_events, n_python, n_flow, n_kept
     raise AssertionError("the read-ahead ended without counts")
+
+
+def _batch_error(batch: Any, insert: str, exc: BaseException) -> str:
+    """The first cause of a failed INSERT of a native batch, in one line.
+
+    The relation's statement leaves the ingest's transaction aborted, and what DuckDB raises
+    then may be "Current transaction is aborted" from the relation's clean-up instead of the
+    conversion that failed: the batch's SELECT is then run again in a private in-memory
+    database to find the value DuckDB could not convert."""
+    import duckdb
+
+    reason = _duckdb_reason(exc)
+    if "transaction is aborted" not in reason.lower():
+        return reason
+    try:
+        with duckdb.connect() as mem:
+            rel = mem.from_arrow(batch).query(_NATIVE_SRC, "SELECT" + insert.split("SELECT", 1)[1])
+            if rel is not None:
+                rel.fetchall()
+    except duckdb.Error as first:
+        return _duckdb_reason(first)
+    return reason
 
 
 def _scratch_dir() -> str | None:
@@ -646,11 +759,31 @@ def _duckdb_reason(exc: BaseException) -> str:
     return line.replace("Invalid Input Error: ", "")
 
 
-def _int(v: Any) -> int | None:
+def _int(v: Any, bits: int = 64) -> int | None:
+    """``v`` as an integer that fits a signed ``bits``-bit column, else None (so an odd value
+    in a trace's metadata is dropped rather than failing the store's INSERT)."""
     try:
-        return int(v) if v is not None and not isinstance(v, bool) else None
-    except (TypeError, ValueError):
+        n = int(v) if v is not None and not isinstance(v, bool) else None
+    except (TypeError, ValueError, OverflowError):
         return None
+    return n if n is not None and -(1 << (bits - 1)) <= n < (1 << (bits - 1)) else None
+
+
+#: deviceProperties keys stored in BIGINT columns; the other numbers go to INTEGER columns
+_BIGINT_DEVICE_KEYS = {"totalGlobalMem", "sharedMemPerBlock", "sharedMemPerMultiprocessor",
+                       "maxSharedMemoryPerMultiProcessor", "sharedMemPerBlockOptin"}
+
+
+def _device_props(props: dict[str, Any]) -> dict[str, Any]:
+    """``deviceProperties`` entry without numbers its columns cannot hold (non-finite floats,
+    integers beyond 32 or 64 bits): those are dropped, the rest is stored as written."""
+    out = {}
+    for k, v in props.items():
+        number = isinstance(v, (int, float)) and not isinstance(v, bool)
+        if number and _int(v, 64 if k in _BIGINT_DEVICE_KEYS else 32) is None:
+            continue
+        out[k] = v
+    return out
 
 
 def _str(v: Any) -> str | None:
@@ -685,8 +818,11 @@ def _captured_at(meta: dict[str, Any], first_ns: int | None) -> float | None:
         if _UNIX_2010_NS <= first_ns < _UNIX_2100_NS:
             return first_ns / 1e9
     md = meta.get("metadata")
-    if isinstance(md, dict) and isinstance(md.get("timestamp"), (int, float)):
-        return float(md["timestamp"])
+    stamp = md.get("timestamp") if isinstance(md, dict) else None
+    if isinstance(stamp, (int, float)) and not isinstance(stamp, bool):
+        seconds = float(stamp)  # a finite Unix time between 2010 and 2100, else unknown
+        if _UNIX_2010_NS / 1e9 <= seconds < _UNIX_2100_NS / 1e9:
+            return seconds
     return None
 
 
@@ -698,12 +834,13 @@ def _assign_ranks(files: list[KinetoFile]) -> list[tuple[int, str]]:
     picked: list[tuple[int, str] | None] = []
     for kf in files:
         dist = kf.header.get("distributedInfo")
-        r = _int(dist.get("rank")) if isinstance(dist, dict) else None
+        r = _int(dist.get("rank"), 31) if isinstance(dist, dict) else None
         if r is not None:
             picked.append((r, "distributedInfo"))
             continue
         m = _RANK_IN_NAME.search(kf.path.name)
-        picked.append((int(m.group(1)), "file name") if m else None)
+        r = _int(m.group(1), 31) if m else None
+        picked.append((r, "file name") if r is not None else None)
     if len(files) == 1:
         return [picked[0] or (0, "single file")]
     ranks = [p[0] for p in picked if p is not None]

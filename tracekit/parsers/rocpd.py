@@ -37,7 +37,11 @@ agents and categories are joined in DuckDB. What goes where (see also ``docs/sch
   ``instruction_comment`` values are ``rocpd_string`` ids; ``correlation_id`` = the event's
   ``stack_id`` (as for kernels).
 
-Memory allocations and other samples are counted (``n_other_skipped``), not stored. Schema versions 3
+Memory allocations and other samples are counted (``n_other_skipped``), not stored; so are
+kernels, copies and regions whose start or end is NULL or whose duration does not fit 64 bits
+(``counts["bad_timestamps"]``). Values a hostile file puts where integers belong (2^63 grids,
+register counts, enum indexes) become NULL instead of failing the insert; text there is refused
+in one line; SQLite errors are reported as their first line, bytes that are not UTF-8 replaced. Schema versions 3
 and 3.0.x are read; 4.0 (``rocpd_timestamp`` spine) is refused with a clear message.
 """
 
@@ -72,10 +76,33 @@ _SUPPORTED = "schema 3 and 3.0.x are"
 # Opening and recognizing
 
 
+def sqlite_text(raw: bytes) -> str:
+    """SQLite TEXT as str; bytes that are not UTF-8 (a corrupt page) become U+FFFD, not an error."""
+    return raw.decode("utf-8", "replace")
+
+
+#: What a damaged SQLite file can raise: SQLite's errors, and UnicodeDecodeError where the error
+#: message itself quotes bytes of a corrupt schema that are not UTF-8.
+SQLITE_ERRORS: tuple[type[Exception], ...] = (sqlite3.Error, UnicodeDecodeError)
+
+_UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f-\x9f]+")
+
+
+def one_line(exc: BaseException, limit: int = 200) -> str:
+    """An error's text as one printable line: the first line (SQLite and DuckDB errors can quote
+    a whole schema over several lines), control characters replaced, at most ``limit`` chars."""
+    text = str(exc).strip()
+    first = text.splitlines()[0].strip() if text else type(exc).__name__
+    first = _UNPRINTABLE.sub("?", first)
+    return first if len(first) <= limit else first[: limit - 3] + "..."
+
+
 def _connect(path: Path) -> sqlite3.Connection:
     uri = path.absolute().as_uri() + "?mode=ro"
     # check_same_thread=False: rows are fetched in a prefetch thread (one user at a time)
-    return sqlite3.connect(uri, uri=True, check_same_thread=False)
+    con = sqlite3.connect(uri, uri=True, check_same_thread=False)
+    con.text_factory = sqlite_text
+    return con
 
 
 def _objects(con: sqlite3.Connection) -> dict[str, str]:
@@ -177,8 +204,8 @@ class _Database:
             raise TraceInputError(path, "not a SQLite database (no 'SQLite format 3' header)")
         try:
             con = _connect(path)
-        except sqlite3.Error as exc:
-            raise TraceInputError(path, f"cannot open SQLite database ({exc})") from None
+        except SQLITE_ERRORS as exc:
+            raise TraceInputError(path, f"cannot open SQLite database ({one_line(exc)})") from None
         try:
             objects = _objects(con)
             kind = _kind(objects)
@@ -195,9 +222,9 @@ class _Database:
             db = cls(path, con, objects, version, [])
             db.processes = db._read_processes()
             return db
-        except sqlite3.Error as exc:
+        except SQLITE_ERRORS as exc:
             con.close()
-            raise TraceInputError(path, f"corrupt or unreadable SQLite database ({exc})") from None
+            raise TraceInputError(path, f"corrupt or unreadable SQLite database ({one_line(exc)})") from None
         except BaseException:
             con.close()
             raise
@@ -286,11 +313,12 @@ SELECT $run_id, $rank, a.device,
     coalesce(s.name, 'kernel_id ' || b.kernel_id), b.start, b."end" - b.start,
     {_N.format("b.stack_id")}, nullif({_N.format("b.corr_id")}, 0), coalesce(c.string, 'KERNEL_DISPATCH'),
     $pid, CAST({_N.format("b.tid")} AS VARCHAR),
-    CASE WHEN b.wg_x > 0 THEN (b.grid_x + b.wg_x - 1) // b.wg_x END,
-    CASE WHEN b.wg_y > 0 THEN (b.grid_y + b.wg_y - 1) // b.wg_y END,
-    CASE WHEN b.wg_z > 0 THEN (b.grid_z + b.wg_z - 1) // b.wg_z END,
-    b.wg_x, b.wg_y, b.wg_z, {_N.format("b.lds")}, {_N.format("b.scratch")},
-    s.vgpr, s.agpr, s.sgpr, b.dispatch_id, CAST({_N.format("b.queue_id")} AS VARCHAR),
+    CASE WHEN b.wg_x > 0 AND b.grid_x <> $nul THEN TRY_CAST((CAST(b.grid_x AS HUGEINT) + b.wg_x - 1) // b.wg_x AS INTEGER) END,
+    CASE WHEN b.wg_y > 0 AND b.grid_y <> $nul THEN TRY_CAST((CAST(b.grid_y AS HUGEINT) + b.wg_y - 1) // b.wg_y AS INTEGER) END,
+    CASE WHEN b.wg_z > 0 AND b.grid_z <> $nul THEN TRY_CAST((CAST(b.grid_z AS HUGEINT) + b.wg_z - 1) // b.wg_z AS INTEGER) END,
+    TRY_CAST({_N.format("b.wg_x")} AS INTEGER), TRY_CAST({_N.format("b.wg_y")} AS INTEGER),
+    TRY_CAST({_N.format("b.wg_z")} AS INTEGER), {_N.format("b.lds")}, {_N.format("b.scratch")},
+    TRY_CAST(s.vgpr AS INTEGER), TRY_CAST(s.agpr AS INTEGER), TRY_CAST(s.sgpr AS INTEGER), b.dispatch_id, CAST({_N.format("b.queue_id")} AS VARCHAR),
     '{{"agent_id":' || b.agent_id || ',"kernel_id":' || b.kernel_id
       || CASE WHEN r.string <> '' THEN ',"region":' || to_json(r.string) ELSE '' END
       || CASE WHEN b.graph_exec_id <> $nul THEN ',"graph_exec_id":' || b.graph_exec_id ELSE '' END
@@ -371,9 +399,11 @@ SELECT $run_id, $rank, NULL, {_N.format("b.dispatch_id")}, {_N.format("b.stack_i
     CASE b.sampling_method WHEN 1 THEN 'stochastic' WHEN 2 THEN 'host_trap' ELSE 'unknown' END,
     nullif(b.exec_mask, 0), si.string, sc.string,
     CASE WHEN b.sampling_method = 1 AND b.wave_issued <> $nul THEN b.wave_issued <> 0 END,
-    CASE WHEN b.sampling_method = 1 AND b.inst_type >= 0 THEN {list(PC_INSTRUCTION_TYPES)}[b.inst_type + 1] END,
-    CASE WHEN b.sampling_method = 1 AND b.stall_reason >= 0 THEN {list(PC_STALL_REASONS)}[b.stall_reason + 1] END,
-    CASE WHEN b.sampling_method = 1 AND b.wave_count <> $nul THEN b.wave_count END
+    CASE WHEN b.sampling_method = 1 AND b.inst_type BETWEEN 0 AND {len(PC_INSTRUCTION_TYPES) - 1}
+         THEN {list(PC_INSTRUCTION_TYPES)}[b.inst_type + 1] END,
+    CASE WHEN b.sampling_method = 1 AND b.stall_reason BETWEEN 0 AND {len(PC_STALL_REASONS) - 1}
+         THEN {list(PC_STALL_REASONS)}[b.stall_reason + 1] END,
+    CASE WHEN b.sampling_method = 1 AND b.wave_count <> $nul THEN TRY_CAST(b.wave_count AS INTEGER) END
 FROM _rocpd_batch b
 LEFT JOIN _rocpd_strings si ON si.id = b.instruction
 LEFT JOIN _rocpd_strings sc ON sc.id = b.instruction_comment
@@ -518,6 +548,22 @@ class _ProcessReader:
     def _used(self, sql: str) -> dict[str, Any]:
         """The parameters ``sql`` names (DuckDB refuses unused ones)."""
         return {k: v for k, v in self.params.items() if re.search(rf"\${k}\b", sql)}
+
+    def _valid_times(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """``batch`` without rows whose start or end is NULL or whose end - start does not fit a
+        signed 64-bit ns count (counted in ``counts["bad_timestamps"]``). Rows that end before
+        they start are kept here: the store's validation step drops and counts them."""
+        import numpy as np
+
+        start, end = batch["start"], batch["end"]
+        with np.errstate(over="ignore"):
+            dur = end - start  # wraps around on overflow
+        ok = (start != _NULL) & (end != _NULL) & ((end >= start) == (dur >= 0))
+        n_bad = int(len(ok) - ok.sum())
+        if not n_bad:
+            return batch
+        self.counts["bad_timestamps"] = self.counts.get("bad_timestamps", 0) + n_bad
+        return {k: v[ok] for k, v in batch.items()}
 
     def _span(self, start: np.ndarray, end: np.ndarray) -> None:
         if len(start):
@@ -682,9 +728,13 @@ class _ProcessReader:
         n_rows = 0
         while rows := cur.fetchmany(_BATCH_ROWS):
             cols = list(zip(*rows))
-            ev.append(np.array([_NULL if v is None else v for v in cols[0]], dtype=np.int64))
-            pm.append(np.array(cols[1], dtype=np.int64))
-            val.append(np.array([np.nan if v is None else v for v in cols[2]], dtype=np.float64))
+            try:
+                ev.append(np.array([_NULL if v is None else v for v in cols[0]], dtype=np.int64))
+                pm.append(np.array(cols[1], dtype=np.int64))
+                val.append(np.array([np.nan if v is None else v for v in cols[2]], dtype=np.float64))
+            except (TypeError, ValueError, OverflowError):
+                raise TraceInputError(self.db.path, "unexpected non-numeric value in rocpd_pmc_event "
+                                                    "(event_id, pmc_id or value)") from None
             n_rows += sum(cols[3])
         self.counts["pmc_event_rows"] = n_rows
         if not ev:
@@ -721,6 +771,7 @@ class _ProcessReader:
         counted: list[dict[str, np.ndarray]] = []
         n = 0
         for batch in self._batches(f"FROM {src} k{join}{where}", cols, params):
+            batch = self._valid_times(batch)
             self._scan("_rocpd_batch", batch, _INSERT_KERNELS)
             self._span(batch["start"], batch["end"])
             if pmc_events is not None:
@@ -784,6 +835,7 @@ class _ProcessReader:
         where, params = self._where("m")
         n = 0
         for batch in self._batches(f"FROM {src} m{join}{where}", cols, params):
+            batch = self._valid_times(batch)
             self._scan("_rocpd_batch", batch, _INSERT_COPIES)
             self._span(batch["start"], batch["end"])
             n += len(batch["start"])
@@ -814,6 +866,7 @@ class _ProcessReader:
         where, params = self._where("r")
         n = 0
         for batch in self._batches(f"FROM {src} r{join}{where}", cols, params, text=("message", message)):
+            batch = self._valid_times(batch)
             self._scan("_rocpd_batch", batch, _INSERT_REGIONS)
             self._span(batch["start"], batch["end"])
             n += len(batch["start"])
@@ -847,13 +900,18 @@ class _ProcessReader:
         cur = db.con.execute(sql, params)
         while rows := cur.fetchmany(_BATCH_ROWS):
             cols = list(zip(*rows))
-            batch: dict[str, Any] = {
-                name: np.array([_NULL if v is None else int(v) for v in cols[j]], dtype=np.int64)
-                for j, name in enumerate(names)
-            }
-            # exec_mask is a 64-bit lane mask stored as REAL: 2^64 - 1 rounds up to 2^64
-            batch["exec_mask"] = np.array(
-                [0 if v is None else min(int(v), 2**64 - 1) for v in cols[len(names)]], dtype=np.uint64)
+            try:
+                batch: dict[str, Any] = {
+                    name: np.array([_NULL if v is None else int(v) for v in cols[j]], dtype=np.int64)
+                    for j, name in enumerate(names)
+                }
+                # exec_mask is a 64-bit lane mask stored as REAL: 2^64 - 1 rounds up to 2^64
+                batch["exec_mask"] = np.array(
+                    [0 if v is None else max(0, min(int(v), 2**64 - 1)) for v in cols[len(names)]],
+                    dtype=np.uint64)
+            except (TypeError, ValueError, OverflowError):
+                raise TraceInputError(db.path, "unexpected non-integer value in a PC sample "
+                                               "(rocpd_sample / rocpd_pmc_event)") from None
             self._scan("_rocpd_batch", batch, _INSERT_PC_SAMPLES)
             self._span(batch["timestamp"], batch["timestamp"])
             n += len(rows)
@@ -882,7 +940,8 @@ class _ProcessReader:
                 rows = db.dict_rows(f"SELECT * FROM {node_src} LIMIT 1")
             node = rows[0] if rows else {}
         stored = c["kernel_dispatch"] + c["memory_copy"] + c["region"] + c["pc_sample"]
-        skipped = c["memory_allocate"] + c["sample"]
+        invalid = c.get("bad_timestamps", 0)  # no start or end, or a time past 64 bits
+        skipped = c["memory_allocate"] + c["sample"] + invalid
         pr = proc.row
         metadata: dict[str, Any] = {
             "format": "rocpd",
@@ -914,7 +973,8 @@ class _ProcessReader:
             n_trace_events=stored + skipped,
             n_python_events=0,
             n_flow_events=0,
-            n_other_skipped=skipped,
+            n_other_skipped=skipped - invalid,
+            n_invalid_events=invalid,
             first_ns=self.first_ns,
             last_ns=self.last_ns,
             captured_at_unix_s=None,  # rocpd times are a boot-time clock, not wall clock
@@ -947,11 +1007,11 @@ class RocpdParser(Parser, format_name="rocpd"):
             return False
         try:
             con = _connect(path)
-        except sqlite3.Error:
+        except SQLITE_ERRORS:
             return path.name.lower().endswith(".db")
         try:
             return _kind(_objects(con)) == "rocpd"
-        except sqlite3.Error:
+        except SQLITE_ERRORS:
             # A corrupt SQLite file named like a rocpd output: let parse() say what is wrong.
             return path.name.lower().endswith(".db")
         finally:
@@ -983,8 +1043,8 @@ class RocpdParser(Parser, format_name="rocpd"):
                 for pi, proc in enumerate(db.processes):
                     try:
                         info = _ProcessReader(db, proc, rank_of[(fi, pi)], ctx, multi).run()
-                    except sqlite3.Error as exc:
-                        reason = f"corrupt or unreadable SQLite database ({exc})"
+                    except SQLITE_ERRORS as exc:
+                        reason = f"corrupt or unreadable SQLite database ({one_line(exc)})"
                         raise TraceInputError(path, reason) from None
                     if pi == 0:
                         first.append(info)

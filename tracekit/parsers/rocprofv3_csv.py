@@ -34,7 +34,9 @@ from __future__ import annotations
 
 import csv
 import io
+import os
 import re
+import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,6 +45,7 @@ from typing import Any
 import duckdb
 
 from tracekit.errors import TraceInputError
+from tracekit.limits import check_temp_space, temp_dir
 from tracekit.parsers._io import read_head
 from tracekit.parsers.base import DeviceInfo, IngestContext, Parser, RankInfo
 
@@ -428,6 +431,60 @@ def _read_sql(path: Path, header: list[str]) -> str:
     )
 
 
+def _complete_rows(path: Path, tmp: Path, n_columns: int) -> tuple[Path, int]:
+    """What to read of ``path``, and how many rows are left out (0 or 1).
+
+    rocprofv3 ends every line with a newline, so a last line without one may have been cut:
+    a cut timestamp is still a number, so such a row is never stored. When the line lacks
+    fields (or ends inside quotes), ``path`` is returned as is and DuckDB refuses the file
+    ("malformed CSV at line N ... (truncated file?)"); when it has all ``n_columns`` fields it
+    may still be cut inside its last one: a copy in ``tmp`` without it is returned and the row
+    is counted (``partial_rows_dropped``). Files copied from rocprofv3's docs lack the final
+    newline too: their last row is dropped and counted the same way."""
+    try:
+        size = path.stat().st_size
+        with path.open("rb") as f:
+            if size == 0:
+                return path, 0
+            f.seek(size - 1)
+            if f.read(1) == b"\n":
+                return path, 0
+            # find the last newline, reading backwards
+            pos, step, cut = size, 1 << 16, -1
+            while pos > 0 and cut < 0:
+                lo = max(0, pos - step)
+                f.seek(lo)
+                i = f.read(pos - lo).rfind(b"\n")
+                cut = lo + i if i >= 0 else -1
+                pos = lo
+            if cut >= 0:
+                f.seek(cut + 1)
+                last = f.read(size - cut - 1).decode("utf-8", "replace")
+                try:
+                    fields = next(csv.reader([last], strict=True), [])
+                except csv.Error:
+                    fields = []
+                if len(fields) != n_columns:
+                    return path, 0  # visibly cut: DuckDB refuses it with the line number
+            check_temp_space(cut + 2, tmp)
+            out = tmp / f"{len(os.listdir(tmp))}_{path.name}"
+            f.seek(0)
+            with out.open("wb") as w:
+                if cut < 0:  # only a header line, itself maybe cut: 0 data rows
+                    w.write(f.read() + b"\n")
+                    return out, 0
+                left = cut + 1
+                while left:
+                    block = f.read(min(left, 1 << 20))
+                    if not block:
+                        break
+                    w.write(block)
+                    left -= len(block)
+    except OSError as exc:
+        raise TraceInputError(path, f"cannot read: {exc.strerror or exc}") from None
+    return out, 1
+
+
 def _agent_map_sql(agents: list[Agent]) -> str:
     rows = []
     for a in agents:
@@ -635,6 +692,8 @@ class RocprofCsvParser(Parser, format_name="rocprofv3"):
     """Reads rocprofv3 CSV output: one file, or a directory of them (one run, a rank per process)."""
 
     suffixes = (".csv",)
+    #: where copies of cut-off files (without their partial last row) go during :meth:`parse`
+    _tmp: Path
 
     def sniff(self, path: Path) -> bool:
         if not path.name.lower().endswith(".csv"):
@@ -668,8 +727,10 @@ class RocprofCsvParser(Parser, format_name="rocprofv3"):
         counter_prefixes = {g.prefix for g in ordered if g.of(COUNTER)}
         named_passes = len(counter_prefixes) > 1 and all(p and not p.isdigit() for p in counter_prefixes)
         run_agent_info = next((f for g in ordered for f in g.of(AGENT)), None)
-        for rank, g in enumerate(ordered):
-            self._parse_group(ctx, rank, g, run_agent_info, named_passes)
+        with tempfile.TemporaryDirectory(prefix="tracekit-csv-", dir=temp_dir()) as tmp:
+            self._tmp = Path(tmp)
+            for rank, g in enumerate(ordered):
+                self._parse_group(ctx, rank, g, run_agent_info, named_passes)
 
     def _parse_group(
         self, ctx: IngestContext, rank: int, g: _Group, run_agent_info: CsvFile | None, named_passes: bool
@@ -680,16 +741,28 @@ class RocprofCsvParser(Parser, format_name="rocprofv3"):
         agents = (
             _read_agent_info(info.path)
             if info is not None
-            else _agents_from_seen(self._seen_gpu_agents(con, g))
+            else _agents_from_seen(self._seen_gpu_agents(con, g, self._tmp))
         )
         amap = _agent_map_sql(agents)
         pid = str(g.pid) if g.pid is not None else None
-        counts = {"kernel": 0, "memcpy": 0, "api": 0, "counter_values": 0, "pc_samples": 0, "skipped_records": 0}
+        counts = {"kernel": 0, "memcpy": 0, "api": 0, "counter_values": 0, "pc_samples": 0, "skipped_records": 0,
+                  "partial_rows_dropped": 0, "duplicate_rows_dropped": 0}
         skipped: dict[str, str] = {}
         for f in g.files:
             if f.type is AGENT:
                 continue
-            src = _read_sql(f.path, f.header)
+            readable, partial = _complete_rows(f.path, self._tmp, len(f.header))
+            counts["partial_rows_dropped"] += partial
+            src = _read_sql(readable, f.header)
+            n_rows = 0
+            if f.type.skip_reason is None and f.type is not PC_SAMPLING:
+                # exact duplicate rows (every column equal) are stored once, and counted: a
+                # dispatch, copy or API call has its own correlation id, so a repeated row is a
+                # repeated record. Not PC samples: host-trap rows carry no wave id, and waves
+                # sampled at one timestamp on one instruction give identical rows (the ROCm docs'
+                # sample has 35 such repeats in 78 rows)
+                n_rows = self._count(con, f, src)
+                src = f"(SELECT DISTINCT * FROM {src})"
             c = _Cols(f.header)
             if f.type.skip_reason is not None:
                 skipped[f.path.name] = f.type.skip_reason
@@ -718,10 +791,17 @@ class RocprofCsvParser(Parser, format_name="rocprofv3"):
             except duckdb.Error as exc:
                 raise TraceInputError(f.path, f"{f.type.name} CSV: {duckdb_reason(exc)}") from None
             counts[what] += n
+            if f.type is PC_SAMPLING:
+                pass
+            elif f.type is not COUNTER:  # counter rows are summed per (dispatch, counter)
+                counts["duplicate_rows_dropped"] += n_rows - n
+            else:
+                counts["duplicate_rows_dropped"] += n_rows - self._count(con, f, src)
             ctx.progress(0 if f.type is COUNTER else n, f.path.stat().st_size)
         first_ns, last_ns = span(con, ctx.run_id, rank)
+        dropped = counts["partial_rows_dropped"] + counts["duplicate_rows_dropped"]
         n_records = (counts["kernel"] + counts["memcpy"] + counts["api"] + counts["pc_samples"]
-                     + counts["skipped_records"])
+                     + counts["skipped_records"] + dropped)
         main = (g.of(KERNEL) or g.of(API) or g.of(COUNTER) or g.files)[0]
         ctx.add_rank(
             RankInfo(
@@ -743,6 +823,7 @@ class RocprofCsvParser(Parser, format_name="rocprofv3"):
                 n_python_events=0,
                 n_flow_events=0,
                 n_other_skipped=counts["skipped_records"],
+                n_invalid_events=dropped,  # rows cut by truncation, repeated rows
                 first_ns=first_ns,
                 last_ns=last_ns,
             )
@@ -759,12 +840,12 @@ class RocprofCsvParser(Parser, format_name="rocprofv3"):
             raise TraceInputError(f.path, f"{f.type.name} CSV: {duckdb_reason(exc)}") from None
 
     @staticmethod
-    def _seen_gpu_agents(con: duckdb.DuckDBPyConnection, g: _Group) -> list[str]:
+    def _seen_gpu_agents(con: duckdb.DuckDBPyConnection, g: _Group, tmp: Path) -> list[str]:
         """Agent ids that ran kernels, counters or the device side of copies (no agent_info)."""
         seen: list[str] = []
         for f in g.files:
             c = _Cols(f.header)
-            src = _read_sql(f.path, f.header)
+            src = _read_sql(_complete_rows(f.path, tmp, len(f.header))[0], f.header)
             if f.type in (KERNEL, COUNTER) and c.has("Agent_Id"):
                 sql = f"SELECT DISTINCT {c.raw('Agent_Id')} FROM {src}"
             elif f.type is COPY:

@@ -17,7 +17,12 @@ has the kernel's static LDS rounded up to the allocation granule.
 
 The reading itself lives in ``_rocprofv3_json_read`` (imported only when such a file is ingested).
 The file is decoded whole (msgspec into typed structs, then NumPy columns handed to DuckDB), not
-streamed: memory grows with the file (about 4x its size: 1.3 GB for a 310 MB file).
+streamed: memory grows with the file (about 4x its decompressed size: 1.3 GB for a 310 MB file).
+A document whose decompressed size times that factor (``RSS_PER_BYTE``) exceeds the memory
+budget (``TRACEKIT_MEMORY_LIMIT``, default 512 MB: 128 MB of JSON) is refused in one line before
+it is all read, and so is gzip past the shared decompression-ratio cap; nesting deeper than the
+decoder can take is refused as "JSON nesting deeper than N levels". Timestamps that do not fit
+a signed 64-bit ns count are skipped and counted (``skipped_records["timestamp out of range"]``).
 rocprofv3's docs recommend other formats for large traces; a streaming reader can replace
 ``_decode`` when that matters.
 """

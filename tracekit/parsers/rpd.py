@@ -63,6 +63,7 @@ What the tracer writes, and where it goes (verified on the corpus traces):
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import sqlite3
@@ -77,9 +78,17 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import numpy as np
 
-from tracekit.errors import TraceInputError
-from tracekit.parsers._io import GZIP_MAGIC, iter_decompressed, read_head
+from tracekit.errors import ConfigError, TraceInputError
+from tracekit.limits import (
+    INFLATE_FREE_BYTES,
+    check_inflation,
+    check_temp_space,
+    max_inflate_ratio,
+    temp_dir,
+)
+from tracekit.parsers._io import GZIP_MAGIC, ReadCounter, iter_decompressed, read_head
 from tracekit.parsers.base import DeviceInfo, IngestContext, Parser, RankInfo
+from tracekit.parsers.rocpd import SQLITE_ERRORS, one_line, sqlite_text
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 _CREATE_OP = re.compile(rb'CREATE TABLE\s+(?:IF NOT EXISTS\s+)?["`\[]?rocpd_op["`\]]?\s*\(', re.IGNORECASE)
@@ -152,13 +161,46 @@ def _sqlite_uri(path: Path) -> str:
     return path.resolve().as_uri() + "?mode=ro&immutable=1"
 
 
-def _tmp_dir() -> str | None:
-    return os.environ.get("TRACEKIT_TMPDIR") or None
+def _gzip_size_hint(path: Path) -> int:
+    """The decompressed size a gzip file states (ISIZE, its last 4 bytes: the size mod 2^32)."""
+    try:
+        with path.open("rb") as f:
+            f.seek(-4, os.SEEK_END)
+            return int.from_bytes(f.read(4), "little")
+    except OSError:
+        return 0
+
+
+def _gunzip_to(path: Path, out_path: Path) -> None:
+    """Decompress ``path`` into ``out_path``, under the shared decompression-ratio cap; a full
+    disk is one line naming TRACEKIT_TMPDIR (the partial file is removed with its directory)."""
+    read = ReadCounter()
+    written = 0
+    try:
+        with out_path.open("wb") as out:
+            for block in iter_decompressed(path, strict=True, counter=read):
+                written += len(block)
+                check_inflation(path, read.n, written)
+                out.write(block)
+    except OSError as exc:
+        out_path.unlink(missing_ok=True)
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise ConfigError(
+                "TRACEKIT_TMPDIR",
+                f"{out_path.parent.parent}: no space left while decompressing {path} "
+                f"({written:,} bytes written); point TRACEKIT_TMPDIR at a larger directory",
+            ) from None
+        raise TraceInputError(path, f"cannot decompress to {out_path.parent}: {exc.strerror or exc}") from None
+    except BaseException:
+        out_path.unlink(missing_ok=True)
+        raise
 
 
 @contextmanager
 def open_rpd(path: Path) -> Iterator[sqlite3.Connection]:
-    """A read-only connection to ``path`` (gunzipped into a temporary file first if gzip)."""
+    """A read-only connection to ``path`` (gunzipped into a temporary file first if gzip: in
+    ``TRACEKIT_TMPDIR``, checked to exist, be a writable directory and have room for the size
+    the gzip trailer states)."""
     with ExitStack() as stack:
         head = read_head(path, len(SQLITE_MAGIC))
         if not head.startswith(SQLITE_MAGIC):
@@ -167,18 +209,23 @@ def open_rpd(path: Path) -> Iterator[sqlite3.Connection]:
                                         "RPD traces are rpd_tracer SQLite files")
         db = path
         if _is_gzip(path):
-            tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="tracekit-rpd-", dir=_tmp_dir()))
-            db = Path(tmp) / "trace.rpd"
+            parent = temp_dir()
+            # ISIZE of a corrupt file can be anything: no more than the ratio cap lets through
+            ratio = max_inflate_ratio()
+            cap = max(INFLATE_FREE_BYTES, ratio * path.stat().st_size) if ratio else 1 << 32
+            check_temp_space(min(_gzip_size_hint(path), cap), parent)
             try:
-                with db.open("wb") as out:
-                    for block in iter_decompressed(path, strict=True):
-                        out.write(block)
+                tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="tracekit-rpd-", dir=parent))
             except OSError as exc:
-                raise TraceInputError(path, f"cannot decompress to {tmp}: {exc.strerror or exc}") from None
+                raise ConfigError("TRACEKIT_TMPDIR", f"{parent}: cannot create a temp directory "
+                                                     f"({exc.strerror or exc})") from None
+            db = Path(tmp) / "trace.rpd"
+            _gunzip_to(path, db)
         try:
             con = sqlite3.connect(_sqlite_uri(db), uri=True)
-        except sqlite3.Error as exc:
-            raise TraceInputError(path, f"cannot open SQLite database: {exc}") from None
+        except SQLITE_ERRORS as exc:
+            raise TraceInputError(path, f"cannot open SQLite database: {one_line(exc)}") from None
+        con.text_factory = sqlite_text
         stack.callback(con.close)
         yield con
 
@@ -206,8 +253,8 @@ def check_schema(path: Path, con: sqlite3.Connection) -> dict[str, set[str]]:
     """The file's RPD tables and columns; TraceInputError naming what is missing otherwise."""
     try:
         tables = _schema(con)
-    except sqlite3.DatabaseError as exc:
-        raise TraceInputError(path, f"truncated or corrupt SQLite database ({exc})") from None
+    except SQLITE_ERRORS as exc:
+        raise TraceInputError(path, f"truncated or corrupt SQLite database ({one_line(exc)})") from None
     if "rocpd_op" not in tables:
         if any(t.startswith("rocpd_kernel_dispatch") for t in tables):
             raise TraceInputError(path, "this is a rocprofv3 rocpd database, not an RPD (rpd_tracer) trace")
@@ -304,7 +351,7 @@ SELECT $run_id, coalesce(r.rank, $default_rank), TRY_CAST(b.gpu AS INTEGER),
     CASE WHEN b.category = 'kernel'
          THEN coalesce(nullif(CAST(b.description AS VARCHAR), ''), nullif(CAST(b.k_name AS VARCHAR), ''), b.op_type)
          ELSE b.op_type END,
-    CAST(b.start AS BIGINT), greatest(CAST(b."end" AS BIGINT) - CAST(b.start AS BIGINT), 0),
+    TRY_CAST(b.start AS BIGINT), TRY_CAST(TRY_CAST(b."end" AS HUGEINT) - TRY_CAST(b.start AS HUGEINT) AS BIGINT),  -- end < start: dropped and counted by ingest
     TRY_CAST(b.api_id AS BIGINT), b.op_type,
     {", ".join(
         f"CASE WHEN b.category = 'kernel' AND TRY_CAST(b.{g} AS BIGINT) > 0 THEN TRY_CAST("
@@ -342,6 +389,9 @@ SELECT $run_id, coalesce(r.rank, $default_rank), TRY_CAST(b.gpu AS INTEGER),
     END
 FROM batch b LEFT JOIN rpd_pid_rank r ON r.pid = TRY_CAST(b.pid AS BIGINT)
 WHERE b.category IS NOT NULL
+  -- a start or end that is no integer, or a duration past 64 bits: not stored (n_other_skipped)
+  AND TRY_CAST(b.start AS BIGINT) IS NOT NULL
+  AND TRY_CAST(TRY_CAST(b."end" AS HUGEINT) - TRY_CAST(b.start AS HUGEINT) AS BIGINT) IS NOT NULL
 """
 
 _INSERT_API = """
@@ -352,7 +402,7 @@ SELECT $run_id, coalesce(r.rank, $default_rank), CAST(b.pid AS VARCHAR), CAST(b.
     coalesce(nullif(CAST(b.domain AS VARCHAR), ''), CASE b.category WHEN 'annotation' THEN 'roctx' ELSE 'hip' END),
     CASE WHEN b.category = 'annotation' THEN coalesce(nullif(CAST(b.args AS VARCHAR), ''), CAST(b.name AS VARCHAR))
          ELSE CAST(b.name AS VARCHAR) END,
-    CAST(b.start AS BIGINT), greatest(CAST(b."end" AS BIGINT) - CAST(b.start AS BIGINT), 0),
+    TRY_CAST(b.start AS BIGINT), TRY_CAST(TRY_CAST(b."end" AS HUGEINT) - TRY_CAST(b.start AS HUGEINT) AS BIGINT),  -- end < start: dropped and counted by ingest
     CASE WHEN b.category = 'runtime' THEN TRY_CAST(b.api_id AS BIGINT) END,
     TRY_CAST(b.ag_seq AS BIGINT),
     CASE WHEN b.category = 'annotation'
@@ -365,6 +415,9 @@ SELECT $run_id, coalesce(r.rank, $default_rank), CAST(b.pid AS VARCHAR), CAST(b.
     END
 FROM batch b LEFT JOIN rpd_pid_rank r ON r.pid = TRY_CAST(b.pid AS BIGINT)
 WHERE b.category IS NOT NULL
+  -- a start or end that is no integer, or a duration past 64 bits: not stored (n_other_skipped)
+  AND TRY_CAST(b.start AS BIGINT) IS NOT NULL
+  AND TRY_CAST(TRY_CAST(b."end" AS HUGEINT) - TRY_CAST(b.start AS HUGEINT) AS BIGINT) IS NOT NULL
 """
 
 
@@ -413,13 +466,14 @@ class RpdParser(Parser, format_name="rpd"):
             return bool(_CREATE_OP.search(head)) or path.name.lower().endswith(".rpd.gz")
         try:
             con = sqlite3.connect(_sqlite_uri(path), uri=True)
+            con.text_factory = sqlite_text
             try:
                 rows = con.execute(
                     "SELECT 1 FROM sqlite_master WHERE type = 'table' AND lower(name) = 'rocpd_op'"
                 ).fetchall()
             finally:
                 con.close()
-        except sqlite3.Error:
+        except SQLITE_ERRORS:
             return path.name.lower().endswith(".rpd")
         return bool(rows)
 
@@ -441,8 +495,8 @@ class RpdParser(Parser, format_name="rpd"):
                 tables = check_schema(path, con)
                 try:
                     pids = [r[0] for r in con.execute("SELECT DISTINCT pid FROM rocpd_api ORDER BY pid").fetchall()]
-                except sqlite3.DatabaseError as exc:
-                    raise TraceInputError(path, f"truncated or corrupt SQLite database ({exc})") from None
+                except SQLITE_ERRORS as exc:
+                    raise TraceInputError(path, f"truncated or corrupt SQLite database ({one_line(exc)})") from None
                 if pids:
                     procs.extend(_Process(i, int(p)) for p in pids)
                 else:
@@ -455,8 +509,8 @@ class RpdParser(Parser, format_name="rpd"):
                 mine = [p for p in procs if p.file_index == i]
                 try:
                     _FileReader(path, con, tables, mine, ctx).run()
-                except sqlite3.DatabaseError as exc:
-                    raise TraceInputError(path, f"truncated or corrupt SQLite database ({exc})") from None
+                except SQLITE_ERRORS as exc:
+                    raise TraceInputError(path, f"truncated or corrupt SQLite database ({one_line(exc)})") from None
 
 
 class _FileReader:

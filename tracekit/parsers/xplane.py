@@ -33,10 +33,10 @@ class XPlaneParser(Parser, format_name="xplane"):
         return not head or head[:1] == b"\x0a"  # XSpace field 1 (planes), length-delimited
 
     def explain(self, path: Path) -> str:
-        from tracekit.parsers._xplane_read import read_xspace
+        from tracekit.parsers._xplane_read import decode_xspace
 
         try:
-            read_xspace(path)
+            decode_xspace(path).close()  # streamed: bounded memory whatever the file
         except TraceInputError as exc:
             return exc.reason
         return "not an XPlane profile"
@@ -74,6 +74,9 @@ class XPlaneParser(Parser, format_name="xplane"):
                 decoded = box["decoded"]
             else:
                 decoded = decode_xspace(path)
-            XSpaceReader(decoded, path, rank, ctx).run()
+            try:
+                XSpaceReader(decoded, path, rank, ctx).run()
+            finally:
+                decoded.close()
 
 
