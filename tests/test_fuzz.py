@@ -123,3 +123,25 @@ def test_a_crash_in_a_worker_is_caught_and_its_input_saved(tmp_path: Path, monke
     assert summary.per_format["rpd"]["inputs"] == 3
     lines = [json.loads(x) for x in (tmp_path / "out" / "failures.jsonl").read_text().splitlines()]
     assert [x["kind"] for x in lines if x["kind"] == "crash"] == ["crash"]
+
+
+#: Inputs of the 10,000-input run of docs/security.md (master seed 17) that raised a traceback
+#: before their fix: a request log nested 5,000 deep, `Infinity` in an agent_info cell, a pid and
+#: register counts past 64 bits in rocpd and RPD. Rebuilt from (seed, index, master seed).
+FOUND_BY_THE_LONG_RUN = [("kineto-weekly-dir", 74), ("rocprofv3-csv", 64), ("rocprofv3-pc-csv", 132),
+                         ("rpd", 269), ("rocpd", 653), ("rocpd", 687)]
+
+
+@pytest.mark.parametrize(("seed_name", "index"), FOUND_BY_THE_LONG_RUN)
+def test_inputs_the_long_run_found_are_refused_or_read(tmp_path: Path, seed_name: str, index: int) -> None:
+    from fuzz_common import bundled_seeds, make_case
+
+    import tracekit
+    from tracekit.errors import TracekitError
+
+    seed = next(s for s in bundled_seeds() if s.name == seed_name)
+    path, _ = make_case(seed, "generic", index, 17, tmp_path / "case")
+    try:
+        tracekit.ingest([path], store=tmp_path / "s.duckdb")
+    except TracekitError as exc:
+        assert "\n" not in str(exc)

@@ -776,6 +776,8 @@ def read_requests(path: str | Path) -> list[RequestRecord]:
             doc = json.loads(line)
         except ValueError as exc:
             raise TraceInputError(path, f"line {i}: not JSON ({exc})") from None
+        except RecursionError:
+            raise TraceInputError(path, f"line {i}: JSON nested too deeply") from None
         if not isinstance(doc, dict):
             raise TraceInputError(path, f"line {i}: expected a JSON object per request")
         for key, types in _RECORD_FIELDS.items():

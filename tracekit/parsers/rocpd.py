@@ -655,7 +655,9 @@ class _ProcessReader:
         )
 
         def i64(values: list[Any]) -> np.ndarray:
-            return np.array([_NULL if v is None else v for v in values], dtype=np.int64)
+            # a value past 64 bits (a hostile file) is unknown, like NULL
+            return np.array([_NULL if v is None or not -(1 << 63) <= v < (1 << 63) else v for v in values],
+                            dtype=np.int64)
 
         tables: dict[str, dict[str, Any]] = {
             "_rocpd_strings": {

@@ -250,15 +250,15 @@ def _to_int(v: Any) -> int | None:
         return None
     if isinstance(v, int):
         return v
-    if isinstance(v, float):
-        return int(v)
     try:
-        return int(str(v).strip())
-    except ValueError:
+        if isinstance(v, float):
+            return int(v)
         try:
-            return int(float(str(v).strip()))
+            return int(str(v).strip())
         except ValueError:
-            return None
+            return int(float(str(v).strip()))
+    except (ValueError, OverflowError):  # not a number, or inf / nan
+        return None
 
 
 def _positive(v: Any) -> int | None:

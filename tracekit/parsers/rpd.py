@@ -126,6 +126,16 @@ _COPY_DIR = re.compile(r"^Copy(Host|Device)To(Host|Device)")
 _ARCH_TOKENS = (re.compile(r"_ISA(\d{2,4}[a-f]?)_"), re.compile(r"(?<![A-Za-z0-9])gfx(\d{3,4}[a-f]?)(?![A-Za-z0-9])"))
 
 
+def _text(v: object) -> str:
+    """A SQLite value where text belongs, as text: a BLOB (a hostile or damaged file) decoded
+    with replacement characters, NULL as ``""``."""
+    if v is None:
+        return ""
+    if isinstance(v, bytes):
+        return v.decode("utf-8", "replace")
+    return v if isinstance(v, str) else str(v)
+
+
 def op_category(op_type: str, description: str | None) -> str | None:
     """``kernel`` | ``memcpy`` | ``memset`` for an RPD opType, or None (not stored)."""
     if op_type == "KernelExecution" or op_type.startswith("KernelExecution"):
@@ -497,6 +507,8 @@ class RpdParser(Parser, format_name="rpd"):
                     pids = [r[0] for r in con.execute("SELECT DISTINCT pid FROM rocpd_api ORDER BY pid").fetchall()]
                 except SQLITE_ERRORS as exc:
                     raise TraceInputError(path, f"truncated or corrupt SQLite database ({one_line(exc)})") from None
+                # a pid that is not a 64-bit integer (a hostile file) is no process of its own
+                pids = [p for p in pids if isinstance(p, int) and -(1 << 63) <= p < (1 << 63)]
                 if pids:
                     procs.extend(_Process(i, int(p)) for p in pids)
                 else:
@@ -559,7 +571,7 @@ class _FileReader:
             categories: list[str | None] = []
             kinds: list[str | None] = []
             for r in rows:
-                op_type = r[6] or ""
+                op_type = _text(r[6])
                 desc = r[5]
                 cat = op_category(op_type, desc) if op_type == "Task" else cats.setdefault(op_type, op_category(op_type, desc))
                 categories.append(cat)
@@ -570,7 +582,7 @@ class _FileReader:
                 if cat is None:
                     proc.skipped_ops[op_type] += 1
             arrays = _arrays(_OP_COLS, rows, {"category": categories, "kind": kinds})
-            arrays["op_type"] = np.array([r[6] or "" for r in rows], dtype=object)
+            arrays["op_type"] = np.array([_text(r[6]) for r in rows], dtype=object)
             self._scan(arrays, _INSERT_OPS)
             self.ctx.progress(len(rows), 0)
 
@@ -580,7 +592,7 @@ class _FileReader:
         while rows := cur.fetchmany(_BATCH):
             categories: list[str | None] = []
             for r in rows:
-                key = (r[5] or "", r[7])
+                key = (_text(r[5]), None if r[7] is None else _text(r[7]))
                 cat = cats[key] if key in cats else cats.setdefault(key, api_category(*key))
                 categories.append(cat)
                 proc = self._proc(r[1])
