@@ -23,7 +23,7 @@ import tracekit
 from tracekit.analysis import models
 from tracekit.api import analyze_runs, attach_model, store_requests
 from tracekit.collectors.load import LoadResult, LoadSpec, RequestRecord
-from tracekit.store import connect
+from tracekit.store import SCHEMA_VERSION, connect
 
 VLLM_DECODE = KINETO / "tracelens-mi300x-vllm-decode-graph" / "graph_execution.json.gz"
 SGLANG_DECODE = KINETO / "tracelens-mi300x-sglang-qwen3-8b-decode" / "sglang_Qwen3-8B_decode.json.gz"
@@ -305,19 +305,24 @@ def test_cli_model_on_ingest_and_analyze(tmp_path: Path) -> None:
 
 
 def test_a_schema_2_store_gains_model_rows(tmp_path: Path) -> None:
-    """Read-only before the migration (the library works, no model), migrated by a writer."""
+    """A store as schema 2 wrote it (no model_rows, no n_invalid_events) is migrated by a writer to
+    the current schema: no model attached, no invalid events counted."""
     store = tmp_path / "old.duckdb"
     tracekit.ingest([SAMPLES / "cpu_tiny_decoder_prefill_decode.pt.trace.json.gz"], store=store)
     con = duckdb.connect(str(store))
     con.execute("DROP VIEW run_models")
     con.execute("DROP TABLE model_rows")
-    con.execute("DELETE FROM tracekit_schema WHERE version = 3")
+    for view in ("runs", "ranks"):  # schema 4's columns go too: a store as schema 2 wrote it
+        con.execute(f"DROP VIEW {view}")
+    for table in ("run_meta", "rank_meta"):
+        con.execute(f"ALTER TABLE {table} DROP COLUMN n_invalid_events")
+    con.execute("DELETE FROM tracekit_schema WHERE version >= 3")
     con.execute("INSERT INTO tracekit_schema VALUES (2, now()::TIMESTAMP)")
     con.close()
-    assert library_query(store, "SELECT count(*) FROM step_costs", []) == [(0,)]
     with connect(store) as con:
-        assert con.execute("SELECT max(version) FROM tracekit_schema").fetchone() == (3,)
+        assert con.execute("SELECT max(version) FROM tracekit_schema").fetchone() == (SCHEMA_VERSION,)
         assert con.execute("SELECT count(*) FROM run_models").fetchone() == (0,)
+        assert con.execute("SELECT n_invalid_events FROM runs").fetchall() == [(0,)]
 
 
 def test_step_constants_split_over_tp() -> None:
