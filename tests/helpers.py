@@ -40,3 +40,26 @@ def library_query(store: Path, sql: str, params: list[Any]) -> list[tuple[Any, .
         return con.execute(sql, params).fetchall()
     finally:
         con.close()
+
+
+def peak_rss_of_python(code: str, *args: str, env: dict[str, str] | None = None) -> tuple[int, int, str]:
+    """Run ``python -c code ARGS``; return (its peak RSS in bytes, its exit code, its stderr).
+
+    The peak is the child's own ``VmHWM`` (Linux), written at exit: ``ru_maxrss`` of a child
+    (``os.wait4``) starts from the RSS of the process that forked it, so under a pytest process
+    grown to 700 MB every child would read at least 700 MB."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        report = Path(d) / "vmhwm"
+        wrapper = (
+            "import atexit\n"
+            "def _tracekit_test_peak():\n"
+            "    for line in open('/proc/self/status'):\n"
+            "        if line.startswith('VmHWM:'):\n"
+            f"            open({str(report)!r}, 'w').write(line.split()[1])\n"
+            "atexit.register(_tracekit_test_peak)\n"
+        ) + code
+        res = subprocess.run([sys.executable, "-c", wrapper, *args], capture_output=True, text=True,
+                             env={**os.environ, **(env or {})}, timeout=900, check=False)
+        return int(report.read_text()) * 1024, res.returncode, res.stderr

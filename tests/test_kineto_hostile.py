@@ -11,8 +11,6 @@ from __future__ import annotations
 import itertools
 import json
 import os
-import subprocess
-import sys
 import zlib
 from pathlib import Path
 
@@ -322,17 +320,11 @@ def test_bombs_are_refused_in_one_line_past_the_limit(
 
 
 def _peak_rss_mb(script: str, env: dict[str, str]) -> tuple[int, str]:
-    """Run ``script`` in a child Python; (its own peak RSS in MB, its stderr). ``os.wait4`` gives
-    the child's own usage; RUSAGE_CHILDREN would be the largest of every child this test process
-    ever waited for."""
-    import tempfile
+    """Run ``script`` in a child Python; (its own peak RSS in MB, its stderr)."""
+    from helpers import peak_rss_of_python
 
-    with tempfile.TemporaryFile() as err:
-        proc = subprocess.Popen([sys.executable, "-c", script], env=env, stdout=subprocess.DEVNULL, stderr=err)
-        _, _, usage = os.wait4(proc.pid, 0)
-        proc.returncode = 0  # reaped above: keep Popen from waiting again
-        err.seek(0)
-        return usage.ru_maxrss // 1024, err.read().decode(errors="replace")
+    peak, _, err = peak_rss_of_python(script, env=env)
+    return peak >> 20, err
 
 
 @pytest.mark.parametrize("pure", PATHS)
@@ -352,8 +344,6 @@ def test_a_header_bomb_is_refused_within_a_bounded_memory(pure: bool, tmp_path: 
         f"try: tracekit.ingest([{str(path)!r}], store={str(tmp_path / 's.duckdb')!r})\n"
         "except TracekitError as e: print(e, file=sys.stderr)\n"
     )
-    # a child starts with the parent's RSS as its own high-water mark only if it forks without
-    # exec; subprocess execs, so ru_maxrss is the child's
     peak, err = _peak_rss_mb(script, env)
     assert "no traceEvents array in the first 8,388,608 bytes" in err, err
     assert peak < 260  # reading the 160 MiB header whole needs > 450 MB

@@ -156,12 +156,12 @@ def test_both_wire_orders_give_the_same_rows_on_both_paths(tmp_path: Path, metad
 def _peak_rss_of_ingest(path: Path, tmp_path: Path, env: dict[str, str]) -> int:
     """Peak RSS (bytes) of a whole ``tracekit ingest`` process."""
     store = tmp_path / f"{path.name}.duckdb"
-    code = "from tracekit.cli.main import main; main()"
-    proc = subprocess.Popen([sys.executable, "-c", code, "ingest", str(path), "--store", str(store)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env={**os.environ, **env})
-    _, status, usage = os.wait4(proc.pid, 0)
-    assert os.waitstatus_to_exitcode(status) == 0, proc.stderr.read() if proc.stderr else ""
-    return int(usage.ru_maxrss) * 1024
+    from helpers import peak_rss_of_python
+
+    peak, code, err = peak_rss_of_python("from tracekit.cli.main import main; main()", "ingest", str(path),
+                                         "--store", str(store), env=env)
+    assert code == 0, err
+    return peak
 
 
 def test_memory_does_not_grow_with_the_number_of_lines(tmp_path: Path) -> None:
