@@ -492,7 +492,10 @@ def test_pc_sampling_host_trap_only_histogram_of_instructions(tmp_path: Path) ->
     """rocprofv3's own host-trap sample: instructions but no stall reasons, no kernel trace."""
     path = CORPUS / "rocprof" / "rocprofv3-docs-samples" / "pc_sampling_host_trap.csv"
     by_dispatch: dict[str, list[str]] = defaultdict(list)
-    for r in csv.DictReader(path.open()):
+    rows = list(csv.DictReader(path.open()))
+    if not path.read_bytes().endswith(b"\n"):  # the docs' file: its last row may be cut, so it is dropped
+        rows = rows[:-1]
+    for r in rows:
         by_dispatch[r["Dispatch_Id"]].append(r["Instruction"].split(" ")[0])
     lead = min(by_dispatch, key=lambda d: (-len(by_dispatch[d]), f"dispatch {d}"))
     share = sum(i.startswith("s_waitcnt") for i in by_dispatch[lead]) / len(by_dispatch[lead])
