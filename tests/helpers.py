@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import os
 import subprocess
@@ -63,3 +64,19 @@ def peak_rss_of_python(code: str, *args: str, env: dict[str, str] | None = None)
         res = subprocess.run([sys.executable, "-c", wrapper, *args], capture_output=True, text=True,
                              env={**os.environ, **(env or {})}, timeout=900, check=False)
         return int(report.read_text()) * 1024, res.returncode, res.stderr
+
+
+#: The bundled CPU trace (real, PyTorch 2.x profiler): small, so tests copy it into many runs.
+CPU_SAMPLE = Path(__file__).resolve().parent.parent / "sample_traces" / "cpu_tiny_decoder_prefill_decode.pt.trace.json.gz"
+
+
+def distinct_copies(tmp: Path, n: int, source: Path = CPU_SAMPLE, stem: str = "copy") -> list[Path]:
+    """``n`` byte-distinct gzip copies of a real trace (only the gzip header's time differs), so
+    each ingests as its own run with the same events."""
+    raw = gzip.decompress(source.read_bytes())
+    out = []
+    for i in range(n):
+        p = tmp / f"{stem}{i:03d}.pt.trace.json.gz"
+        p.write_bytes(gzip.compress(raw, mtime=1_700_000_000 + i))
+        out.append(p)
+    return out

@@ -4,7 +4,6 @@ with one kernel 20 % slower names that kernel first)."""
 
 from __future__ import annotations
 
-import gzip
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,7 +13,7 @@ import duckdb
 import numpy as np
 import pytest
 from conftest import KINETO, SAMPLES, needs_shared
-from helpers import run_cli
+from helpers import distinct_copies, run_cli
 from slowed_trace import slow_kernel
 
 from tracekit.analysis.base import ANALYZERS, Analyzer, AnalyzerResult, Metric, analyze_run
@@ -26,17 +25,6 @@ from tracekit.ingest import ingest
 from tracekit.store import open_store
 
 CPU_TRACE = SAMPLES / "cpu_tiny_decoder_prefill_decode.pt.trace.json.gz"
-
-
-def _copies(tmp: Path, n: int) -> list[Path]:
-    """``n`` byte-distinct copies of a real trace (gzip header time differs), so each is a run."""
-    raw = gzip.decompress(CPU_TRACE.read_bytes())
-    out = []
-    for i in range(n):
-        p = tmp / f"copy{i:03d}.pt.trace.json.gz"
-        p.write_bytes(gzip.compress(raw, mtime=1_700_000_000 + i))
-        out.append(p)
-    return out
 
 
 class _Given(Analyzer):
@@ -86,7 +74,7 @@ analyzer = "given"
 
 
 def test_pr_tier_regression_exit_1_and_json(tmp_path: Path, store: Path, given: type[_Given]) -> None:
-    paths = _copies(tmp_path, 10)
+    paths = distinct_copies(tmp_path, 10)
     base = _ingest_with(store, paths[:5], [100.0, 101.0, 99.0, 100.5, 99.5], given, label="main")
     cand = _ingest_with(store, paths[5:], [106.0, 105.0, 107.0, 105.5, 106.5], given, label="pr-1")
     cfg = tmp_path / "check.toml"
@@ -122,7 +110,7 @@ def test_pr_tier_regression_exit_1_and_json(tmp_path: Path, store: Path, given: 
 
 
 def test_pr_tier_noise_is_not_a_regression(tmp_path: Path, store: Path, given: type[_Given]) -> None:
-    paths = _copies(tmp_path, 10)
+    paths = distinct_copies(tmp_path, 10)
     base = _ingest_with(store, paths[:5], [100.0, 103.0, 98.0, 101.0, 99.0], given)
     cand = _ingest_with(store, paths[5:], [102.0, 99.5, 104.0, 100.5, 101.5], given)
     analyze_runs(base + cand, store)  # every registered analyzer, the real ones and `given`
@@ -138,7 +126,7 @@ def test_pr_tier_noise_is_not_a_regression(tmp_path: Path, store: Path, given: t
 
 
 def test_one_run_per_side_is_not_significant(tmp_path: Path, store: Path, given: type[_Given]) -> None:
-    paths = _copies(tmp_path, 2)
+    paths = distinct_copies(tmp_path, 2)
     (b,) = _ingest_with(store, paths[:1], [100.0], given)
     (c,) = _ingest_with(store, paths[1:], [130.0], given)
     cfg = tmp_path / "c.toml"
@@ -162,7 +150,7 @@ def test_history_tier_alerts_once_and_names_the_first_run(tmp_path: Path, store:
     values = list(100 * np.exp(rng.normal(0, 0.01, n)))
     values[11] *= 1.4  # an outlier run
     values = [v * (1.06 if i >= step_at else 1.0) for i, v in enumerate(values)]
-    paths = _copies(tmp_path, n)
+    paths = distinct_copies(tmp_path, n)
     cfg_path = tmp_path / "c.toml"
     cfg_path.write_text('[metrics.e2e_latency_ms]\nmin_change = "3%"\n')
     cfg = load_config(cfg_path)
@@ -197,7 +185,7 @@ def test_history_tier_alerts_once_and_names_the_first_run(tmp_path: Path, store:
 
 
 def test_bad_input_is_one_error_line(tmp_path: Path, store: Path, given: type[_Given]) -> None:
-    (b,) = _ingest_with(store, _copies(tmp_path, 1), [1.0], given)
+    (b,) = _ingest_with(store, distinct_copies(tmp_path, 1), [1.0], given)
     before = store.read_bytes()
     cases: list[tuple[list[str], str]] = [
         (["--candidate", "nope00000000", "--baseline", b], "no run 'nope00000000' in the store"),
@@ -341,6 +329,6 @@ def test_runs_on_different_hardware_are_said(tmp_path: Path, given: type[_Given]
     top = next(i for i, x in enumerate(lines) if x.startswith("> ⚠️ the runs ran on different hardware"))
     assert top < next(i for i, x in enumerate(lines) if x.startswith("Candidate:"))
     # same hardware: no warning
-    cpu2 = _ingest_with(store, _copies(tmp_path, 1), [101.0], given)[0]
+    cpu2 = _ingest_with(store, distinct_copies(tmp_path, 1), [101.0], given)[0]
     r = run_cli("check", "--store", str(store), "--candidate", cpu2, "--baseline", cpu)
     assert "different hardware" not in r.stderr + r.stdout

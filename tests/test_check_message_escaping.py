@@ -8,12 +8,11 @@ and the rendered HTML and tokens are checked, not only the source text."""
 
 from __future__ import annotations
 
-import gzip
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import SAMPLES
+from helpers import distinct_copies
 
 from tracekit.check import CheckResult, Explanation, run_check
 from tracekit.check.gate import ChangeReport, MetricVerdict
@@ -138,12 +137,7 @@ def test_slack_mrkdwn_escapes_control_characters() -> None:
 def test_a_stored_label_reaches_the_comment_escaped(tmp_path: Path) -> None:
     """End to end from the store: a run labelled with an XSS payload, checked, rendered."""
     store = tmp_path / "s.duckdb"
-    raw = gzip.decompress((SAMPLES / "cpu_tiny_decoder_prefill_decode.pt.trace.json.gz").read_bytes())
-    ids = []
-    for i in range(2):
-        p = tmp_path / f"r{i}.json.gz"
-        p.write_bytes(gzip.compress(raw, mtime=1_600_000_000 + i))
-        ids.append(ingest([p], store, label=XSS)[0].run_id)
+    ids = [ingest([p], store, label=XSS)[0].run_id for p in distinct_copies(tmp_path, 2)]
     md = to_markdown(run_check(store, candidates=[ids[1]], baselines=[ids[0]]))
     assert f"`{ids[1]}` (&lt;img src=x onerror=alert(1)&gt;)" in md and "<img" not in md
     html, _ = _render(md)

@@ -4,7 +4,6 @@ never reach stdout or stderr."""
 
 from __future__ import annotations
 
-import gzip
 import json
 import threading
 from collections.abc import Iterator
@@ -13,8 +12,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
-from conftest import SAMPLES
-from helpers import run_cli
+from helpers import distinct_copies, run_cli
 
 from tracekit.analysis.base import ANALYZERS, Analyzer, AnalyzerResult, Metric, analyze_run
 from tracekit.ingest import ingest
@@ -94,13 +92,11 @@ class _Latency(Analyzer):
 
 @pytest.fixture
 def runs(tmp_path: Path, store: Path) -> Iterator[tuple[list[str], list[str]]]:
-    raw = gzip.decompress((SAMPLES / "cpu_tiny_decoder_prefill_decode.pt.trace.json.gz").read_bytes())
     ANALYZERS["post_test"] = _Latency
     ids = []
     try:
-        for i, v in enumerate([100, 101, 99, 100.5, 99.5, 110, 111, 109, 110.5, 112]):
-            p = tmp_path / f"c{i}.json.gz"
-            p.write_bytes(gzip.compress(raw, mtime=1_600_000_000 + i))
+        values = [100, 101, 99, 100.5, 99.5, 110, 111, 109, 110.5, 112]
+        for p, v in zip(distinct_copies(tmp_path, len(values)), values, strict=True):
             rid = ingest([p], store)[0].run_id
             _Latency.values[rid] = float(v)
             ids.append(rid)

@@ -11,7 +11,6 @@ test releases it, and the client gives up after ``TRACEKIT_POST_TIMEOUT`` = 1 s.
 
 from __future__ import annotations
 
-import gzip
 import json
 import socket
 import struct
@@ -23,8 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import SAMPLES
-from helpers import run_cli
+from helpers import distinct_copies, run_cli
 
 from tracekit.check import run_check
 from tracekit.check.post import PostError, post_github, post_slack, timeout_s
@@ -318,12 +316,7 @@ def two_runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, str]:
     """A store with two runs of the bundled CPU sample, analyzed (so the CLI only reads it)."""
     tmp = tmp_path_factory.mktemp("post_failures")
     store = tmp / "store.duckdb"
-    raw = gzip.decompress((SAMPLES / "cpu_tiny_decoder_prefill_decode.pt.trace.json.gz").read_bytes())
-    ids = []
-    for i in range(2):
-        p = tmp / f"run{i}.json.gz"
-        p.write_bytes(gzip.compress(raw, mtime=1_600_000_000 + i))
-        ids.append(ingest([p], store)[0].run_id)
+    ids = [ingest([p], store)[0].run_id for p in distinct_copies(tmp, 2)]
     run_check(store, candidates=[ids[1]], baselines=[ids[0]])
     return store, ids[0], ids[1]
 

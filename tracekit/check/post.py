@@ -138,14 +138,19 @@ def _bad_char(text: str, allowed: re.Pattern[str]) -> str | None:
 _VISIBLE = re.compile(r"[\x21-\x7e]")
 
 
+def _first_set(names: tuple[str, str], path: str, missing: str) -> tuple[str, str]:
+    """The value of the first non-empty environment variable of ``names`` and its name;
+    :class:`PostError` naming both variables when neither is set."""
+    for name in names:
+        value = os.environ.get(name)
+        if value:
+            return value, name
+    raise PostError(path, f"{missing}: set {names[0]} (or {names[1]})")
+
+
 def _github_token() -> tuple[str, str]:
     """The token and the name of the variable it came from; validated, never shown."""
-    for name in ("GITHUB_TOKEN", "TRACEKIT_GITHUB_TOKEN"):
-        token = os.environ.get(name)
-        if token:
-            break
-    else:
-        raise PostError("github", "no token: set GITHUB_TOKEN (or TRACEKIT_GITHUB_TOKEN)")
+    token, name = _first_set(("GITHUB_TOKEN", "TRACEKIT_GITHUB_TOKEN"), "github", "no token")
     bad = _bad_char(token, _VISIBLE)
     if bad:
         raise PostError("github", f"{name} is not a valid token: {bad} (the token is not shown)")
@@ -437,12 +442,7 @@ def post_slack(payload: dict[str, Any]) -> Posted:
 
 
 def _post_slack(payload: dict[str, Any]) -> Posted:
-    for name in ("TRACEKIT_SLACK_WEBHOOK_URL", "SLACK_WEBHOOK_URL"):
-        url = os.environ.get(name)
-        if url:
-            break
-    else:
-        raise PostError("slack", "no webhook: set TRACEKIT_SLACK_WEBHOOK_URL (or SLACK_WEBHOOK_URL)")
+    url, name = _first_set(("TRACEKIT_SLACK_WEBHOOK_URL", "SLACK_WEBHOOK_URL"), "slack", "no webhook")
     parts, origin = _origin(url, name, "slack", secret=True)
     # the URL is the secret: a message shows only its origin, never its path or query string
     secrets = tuple(s for s in (url, parts.path, parts.query, parts.fragment, *parts.path.split("/"))
