@@ -22,7 +22,8 @@ from conftest import SAMPLES
 from helpers import run_cli, sha256
 
 import tracekit
-from tracekit.outputs import OutputError, check_output, open_output, prepare_output_dir, write_output
+from tracekit.errors import OutputError
+from tracekit.outputs import check_output, open_output, prepare_output_dir, write_output
 
 CPU = SAMPLES / "cpu_tiny_decoder_prefill_decode.pt.trace.json.gz"
 COMPILE = SAMPLES / "cpu_torch_compile_recompile.pt.trace.json.gz"

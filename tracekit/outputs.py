@@ -29,7 +29,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
 
-from tracekit.errors import TracekitError
+from tracekit.errors import OutputError
 
 #: DuckDB's file magic: these 4 bytes at byte offset 8 of every DuckDB database file.
 DUCKDB_MAGIC = b"DUCK"
@@ -38,16 +38,6 @@ DUCKDB_MAGIC_OFFSET = 8
 #: The ``--force`` help text shared by every command that writes an output file.
 FORCE_HELP = ("Overwrite an existing output file. Never needed for a new file, and never enough to "
               "overwrite a tracekit store (or its .wal), a directory or a device/fifo/socket.")
-
-
-class OutputError(TracekitError):
-    """An output path tracekit refuses to write (a store, a directory, a device, an existing
-    file without ``--force``) or cannot write (no space, no permission)."""
-
-    def __init__(self, path: str | Path, reason: str) -> None:
-        self.path = str(path)
-        self.reason = reason
-        super().__init__(f"{self.path}: {reason}")
 
 
 def _umask() -> int:

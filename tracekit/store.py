@@ -29,7 +29,7 @@ from typing import Any
 
 import duckdb
 
-from tracekit.errors import ConfigError, StoreError, TraceInputError
+from tracekit.errors import ConfigError, StoreError, StoreLockedError, TraceInputError
 from tracekit.limits import memory_limit_setting, temp_dir
 
 #: Version of the schema this code writes. Bump it and add a step to ``MIGRATIONS`` together.
@@ -763,11 +763,6 @@ def _connect_waiting(path: Path, read_only: bool, config: dict[str, str | bool |
             time.sleep(0.2)
         except duckdb.Error as exc:
             raise StoreError(path, f"not a tracekit store: {first_line(exc)}") from None
-
-
-class StoreLockedError(StoreError):
-    """The store stayed locked by another process (a writer: ingest, analyze, capture, …) for the
-    whole wait. DuckDB allows one writer per file; while it holds the file, readers wait too."""
 
 
 def lock_wait_notice(path: str | Path, timeout_s: float | None = None) -> str:

@@ -50,7 +50,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from tracekit.check.message import marker
-from tracekit.errors import TracekitError
+from tracekit.errors import PathError
 
 #: Seconds to wait for a connection, for each read, and in all for an answer's body (override:
 #: ``TRACEKIT_POST_TIMEOUT``).
@@ -69,14 +69,9 @@ MAX_COMMENT_PAGES = 100
 _DETAIL_CHARS = 200
 
 
-class PostError(TracekitError):
+class PostError(PathError):
     """Posting failed (missing or malformed token or webhook, HTTP error, redirect, unexpected
     answer, unreachable server). ``path`` names the destination without any secret."""
-
-    def __init__(self, where: str, reason: str) -> None:
-        self.path = where
-        self.reason = reason
-        super().__init__(f"{where}: {reason}")
 
 
 @dataclass(frozen=True)

@@ -33,9 +33,9 @@ from flask import Response, abort, send_file
 
 from tracekit import formatting as fmt
 from tracekit.dashboard import data
-from tracekit.errors import TracekitError
+from tracekit.errors import StoreLockedError, TracekitError
 from tracekit.names import short_kernel_names
-from tracekit.store import StoreLockedError, close, connect
+from tracekit.store import close, connect
 
 #: Seconds a page waits for the store while an ingest (the one writer) holds it, before it shows
 #: :data:`BUSY_MESSAGE` instead of hanging; TRACEKIT_DASHBOARD_LOCK_TIMEOUT overrides it.
