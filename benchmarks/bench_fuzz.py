@@ -19,7 +19,10 @@ repeated kernel records, an ``.xplane.pb.gz`` of millions of lines, an ``.rpd.gz
 plus zero pages). Each runs as ``tracekit ingest BOMB --store <new store>`` in its own process;
 the parent samples the child's RSS from /proc and kills it past ``--rss-cap-mb`` (default 3000)
 or ``--time-cap-s`` (default 120) — a failure — and reads its peak RSS (``ru_maxrss`` from
-``os.wait4`` of exactly that child) and wall time. A bomb passes when it is refused in one line
+``os.wait4`` of exactly that child) and wall time. ``ru_maxrss`` survives ``exec``, so it is at
+least this (small) parent's RSS when the child was spawned (``subprocess`` may vfork); the report
+states that floor, and a figure at the floor means "no more than that" (the tests measure from the
+child's own ``VmHWM`` instead, ``tests/helpers.peak_rss_of_python``, because pytest is large). A bomb passes when it is refused in one line
 (exit 2) or accepted (exit 0) within the caps.
 
 Usage::
@@ -167,6 +170,7 @@ def run_capped(cmd: list[str], env: dict[str, str], rss_cap_mb: float, time_cap_
         err.seek(0)
         stderr = err.read().decode(errors="replace")
     return {"rc": p.returncode, "stderr": stderr, "peak_rss_mb": round(ru.ru_maxrss / 1024, 1),
+            "parent_rss_floor_mb": round(_rss_kb(os.getpid()) / 1024, 1),
             "seconds": round(time.monotonic() - t0, 2), "killed": killed}
 
 
