@@ -316,3 +316,27 @@ def test_each_batch_is_freed_once_inserted(tmp_path: Path, monkeypatch: pytest.M
     # ...but never more alive than the scanner's 2 tables, the queue, the one in hand and one
     # being taken
     assert max(seen) - base <= 2 + 2 + 2, (base, seen)
+
+
+def test_numbers_of_every_magnitude_render_the_same_both_ways(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Doubles from 1e-9 to 1e23 (both signs, 1 to 17 significant digits, every boundary where
+    Python's repr and yyjson switch between fixed and exponent notation), as a top-level value
+    (the ``stream`` arg, stored as text) and nested in an args object, store the same text both ways."""
+    rng = random.Random(7)
+    values = [m * 10.0**e for e in range(-9, 24) for m in (1.0, 1.5, -2.25, 1.0000000000000002)]
+    values += [rng.uniform(-1, 1) * 10.0 ** rng.randint(-9, 23) for _ in range(200)]
+    events = [{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 1, "ts": i, "dur": 1,
+               "args": {"correlation": i, "device": 0, "stream": v, "kind": {"v": [v, -v, [v]]}}}
+              for i, v in enumerate(values)]
+    path = tmp_path / "numbers.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    _ingest_both([path], tmp_path, monkeypatch)
+    for table, (rows, only_native, only_pure) in _differences(tmp_path).items():
+        assert (only_native, only_pure) == (0, 0), table
+    con = duckdb.connect(str(tmp_path / "n.duckdb"), read_only=True)
+    streams = {r[0] for r in con.execute("SELECT stream FROM device_activity").fetchall()}
+    kinds = {r[0] for r in con.execute("SELECT kind FROM device_activity").fetchall()}
+    con.close()
+    assert len(streams) >= len(values) - 5 and len(kinds) >= len(values) - 5
+    assert {"1e-05", "0.0001", "1e+16", "1000000000000000.0"} <= streams  # Python repr's switches
+    assert {'{"v":[1e-7,-1e-7,[1e-7]]}', '{"v":[0.000001,-0.000001,[0.000001]]}', '{"v":[1e21,-1e21,[1e21]]}'} <= kinds

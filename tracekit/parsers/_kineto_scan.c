@@ -503,6 +503,37 @@ static int render_double(const char *s, const char *e, char *out) { return rende
  * [-6, 20] (".0" added to whole numbers), else "1.5e-7" / "1e308" (no '+', no zero padding). */
 static int render_double_nested(const char *s, const char *e, char *out) { return render_double_as(s, e, out, 1); }
 
+/* Fixed notation of the significant digits mant[0..m) with decimal exponent exp10 (the first
+ * digit's place): "0.000123" for exp10 < 0, "1230.0" / "12.3" otherwise; returns the end. */
+static char *write_fixed(char *o, const char *mant, int m, int exp10) {
+    if (exp10 < 0) {
+        *o++ = '0';
+        *o++ = '.';
+        for (int i = 0; i < -exp10 - 1; i++) *o++ = '0';
+        memcpy(o, mant, (size_t)m);
+        return o + m;
+    }
+    for (int i = 0; i <= exp10; i++) *o++ = i < m ? mant[i] : '0';
+    *o++ = '.';
+    if (m > exp10 + 1) {
+        memcpy(o, mant + exp10 + 1, (size_t)(m - exp10 - 1));
+        return o + m - exp10 - 1;
+    }
+    *o++ = '0';
+    return o;
+}
+
+/* The mantissa of exponent notation: "1" or "1.23"; returns the end. */
+static char *write_mantissa(char *o, const char *mant, int m) {
+    *o++ = mant[0];
+    if (m > 1) {
+        *o++ = '.';
+        memcpy(o, mant + 1, (size_t)(m - 1));
+        o += m - 1;
+    }
+    return o;
+}
+
 static int render_double_as(const char *s, const char *e, char *out, int nested) {
     char tmp[64];
     size_t n = (size_t)(e - s);
@@ -535,63 +566,15 @@ static int render_double_as(const char *s, const char *e, char *out, int nested)
     char *o = out;
     if (neg) *o++ = '-';
     if (nested) {
-        if (exp10 > -7 && exp10 < 21) {
-            if (exp10 < 0) {
-                *o++ = '0';
-                *o++ = '.';
-                for (int i = 0; i < -exp10 - 1; i++) *o++ = '0';
-                memcpy(o, mant, (size_t)m);
-                o += m;
-            } else {
-                for (int i = 0; i <= exp10; i++) *o++ = i < m ? mant[i] : '0';
-                *o++ = '.';
-                if (m > exp10 + 1) {
-                    memcpy(o, mant + exp10 + 1, (size_t)(m - exp10 - 1));
-                    o += m - exp10 - 1;
-                } else {
-                    *o++ = '0';
-                }
-            }
-            return (int)(o - out);
-        }
-        *o++ = mant[0];
-        if (m > 1) {
-            *o++ = '.';
-            memcpy(o, mant + 1, (size_t)(m - 1));
-            o += m - 1;
-        }
+        if (exp10 > -7 && exp10 < 21) return (int)(write_fixed(o, mant, m, exp10) - out);
+        o = write_mantissa(o, mant, m);
         o += sprintf(o, "e%d", exp10);
         return (int)(o - out);
     }
-    if (exp10 >= -5 && exp10 < 16) {
-        /* Python repr switches to exponent form below 1e-4: repr(0.0001) = '0.0001',
-         * repr(0.00001) = '1e-05' */
-        if (exp10 < -4) goto expo;
-        if (exp10 < 0) {
-            *o++ = '0';
-            *o++ = '.';
-            for (int i = 0; i < -exp10 - 1; i++) *o++ = '0';
-            memcpy(o, mant, (size_t)m);
-            o += m;
-        } else {
-            for (int i = 0; i <= exp10; i++) *o++ = i < m ? mant[i] : '0';
-            *o++ = '.';
-            if (m > exp10 + 1) {
-                memcpy(o, mant + exp10 + 1, (size_t)(m - exp10 - 1));
-                o += m - exp10 - 1;
-            } else {
-                *o++ = '0';
-            }
-        }
-        return (int)(o - out);
-    }
-expo:
-    *o++ = mant[0];
-    if (m > 1) {
-        *o++ = '.';
-        memcpy(o, mant + 1, (size_t)(m - 1));
-        o += m - 1;
-    }
+    /* Python repr switches to exponent form below 1e-4 and from 1e16: repr(0.0001) = '0.0001',
+     * repr(0.00001) = '1e-05' */
+    if (exp10 >= -4 && exp10 < 16) return (int)(write_fixed(o, mant, m, exp10) - out);
+    o = write_mantissa(o, mant, m);
     o += sprintf(o, "e%c%02d", exp10 < 0 ? '-' : '+', exp10 < 0 ? -exp10 : exp10);
     return (int)(o - out);
 }
