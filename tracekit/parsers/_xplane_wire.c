@@ -884,6 +884,45 @@ static PyObject *split_message(PyObject *m, PyObject *args) {
     return result;
 }
 
+/* What walk_fields calls for each payload [s, e) of the field it walks (base: the message's first
+ * byte): 0 to go on, 1 when the payload is malformed, -1 with a Python error set. */
+typedef int (*FieldVisit)(void *ctx, const uint8_t *base, const uint8_t *s, const uint8_t *e);
+
+/* Visit the payloads of the length-delimited fields `field` of `view` from byte `start`, at most
+ * max_n (0: all); *next is where to go on, -1 at the end. 0, or -1 with a Python error set. */
+static int walk_fields(const Py_buffer *view, uint32_t field, Py_ssize_t start, Py_ssize_t max_n,
+                       FieldVisit visit, void *ctx, Py_ssize_t *next) {
+    if (start < 0 || start > view->len) {
+        PyErr_SetString(PyExc_ValueError, "start is outside the message");
+        return -1;
+    }
+    const uint8_t *base = view->buf, *p = base + start, *end = base + view->len, *s = NULL, *e = NULL;
+    uint32_t f;
+    int wt, r = 0;
+    uint64_t val = 0;
+    Py_ssize_t n = 0;
+    while ((max_n <= 0 || n < max_n) && (r = next_field(&p, end, &f, &wt, &s, &e, &val)) == 1) {
+        if (f != field || wt != 2) continue;
+        int v = visit(ctx, base, s, e);
+        if (v < 0) return -1;
+        if (v > 0) { r = -1; break; }
+        n++;
+    }
+    if (r < 0) {
+        PyErr_SetString(PyExc_ValueError, "malformed XSpace wire data");
+        return -1;
+    }
+    *next = (max_n > 0 && n >= max_n && p < end) ? (Py_ssize_t)(p - base) : (Py_ssize_t)-1;
+    return 0;
+}
+
+static int append_span(void *ctx, const uint8_t *base, const uint8_t *s, const uint8_t *e) {
+    PyObject *span = Py_BuildValue("(nn)", (Py_ssize_t)(s - base), (Py_ssize_t)(e - s));
+    int bad = !span || PyList_Append((PyObject *)ctx, span) < 0;
+    Py_XDECREF(span);
+    return bad ? -1 : 0;
+}
+
 /* field_spans(msg, field, start=0, max_n=0) -> (spans, next): (offset, size) of the payloads of
  * the length-delimited fields `field` from byte `start`, at most max_n (0: all); next is where
  * to go on, -1 at the end. */
@@ -891,33 +930,35 @@ static PyObject *field_spans(PyObject *m, PyObject *args) {
     (void)m;
     Py_buffer view;
     unsigned int field;
-    Py_ssize_t start = 0, max_n = 0;
+    Py_ssize_t start = 0, max_n = 0, next = -1;
     if (!PyArg_ParseTuple(args, "y*I|nn", &view, &field, &start, &max_n)) return NULL;
-    PyObject *spans = NULL, *result = NULL;
-    if (start < 0 || start > view.len) {
-        PyErr_SetString(PyExc_ValueError, "start is outside the message");
-        goto done;
-    }
-    spans = PyList_New(0);
-    if (!spans) goto done;
-    const uint8_t *base = view.buf, *p = base + start, *end = base + view.len, *s = NULL, *e = NULL;
-    uint32_t f;
-    int wt, r = 0;
-    uint64_t val = 0;
-    Py_ssize_t n = 0;
-    while ((max_n <= 0 || n < max_n) && (r = next_field(&p, end, &f, &wt, &s, &e, &val)) == 1) {
-        if (f != field || wt != 2) continue;
-        PyObject *span = Py_BuildValue("(nn)", (Py_ssize_t)(s - base), (Py_ssize_t)(e - s));
-        if (!span || PyList_Append(spans, span) < 0) { Py_XDECREF(span); goto done; }
-        Py_DECREF(span);
-        n++;
-    }
-    if (r < 0) { PyErr_SetString(PyExc_ValueError, "malformed XSpace wire data"); goto done; }
-    result = Py_BuildValue("(On)", spans, (max_n > 0 && n >= max_n && p < end) ? (Py_ssize_t)(p - base) : (Py_ssize_t)-1);
-done:
+    PyObject *result = NULL, *spans = PyList_New(0);
+    if (spans && walk_fields(&view, field, start, max_n, append_span, spans, &next) == 0)
+        result = Py_BuildValue("(On)", spans, next);
     Py_XDECREF(spans);
     PyBuffer_Release(&view);
     return result;
+}
+
+typedef struct {
+    Buf out, line;    /* the stripped lines as an XPlane message; one line being stripped */
+    PyObject *spans;  /* (offset, size, n_events) per line */
+} Strip;
+
+static int strip_one(void *ctx, const uint8_t *base, const uint8_t *s, const uint8_t *e) {
+    Strip *st = ctx;
+    st->line.n = 0;
+    Py_ssize_t n_events = 0;
+    int rl = strip_line(s, e, &st->line, &n_events);
+    if (rl == -2 || (rl >= 0 && put_message(&st->out, 3, st->line.v, st->line.n))) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    if (rl < 0) return 1;
+    PyObject *span = Py_BuildValue("(nnn)", (Py_ssize_t)(s - base), (Py_ssize_t)(e - s), n_events);
+    int bad = !span || PyList_Append(st->spans, span) < 0;
+    Py_XDECREF(span);
+    return bad ? -1 : 0;
 }
 
 /* strip_lines(plane, start=0, max_lines=0) -> (headers, spans, next): the XPlane's lines from
@@ -927,40 +968,15 @@ done:
 static PyObject *strip_lines(PyObject *m, PyObject *args) {
     (void)m;
     Py_buffer view;
-    Py_ssize_t start = 0, max_lines = 0;
+    Py_ssize_t start = 0, max_lines = 0, next = -1;
     if (!PyArg_ParseTuple(args, "y*|nn", &view, &start, &max_lines)) return NULL;
-    Buf out = {0}, line = {0};
-    PyObject *spans = NULL, *result = NULL;
-    if (start < 0 || start > view.len) {
-        PyErr_SetString(PyExc_ValueError, "start is outside the message");
-        goto done;
-    }
-    spans = PyList_New(0);
-    if (!spans) goto done;
-    const uint8_t *base = view.buf, *p = base + start, *end = base + view.len, *s = NULL, *e = NULL;
-    uint32_t f;
-    int wt, r = 0;
-    uint64_t val = 0;
-    Py_ssize_t n = 0;
-    while ((max_lines <= 0 || n < max_lines) && (r = next_field(&p, end, &f, &wt, &s, &e, &val)) == 1) {
-        if (f != 3 || wt != 2) continue;
-        line.n = 0;
-        Py_ssize_t n_events = 0;
-        int rl = strip_line(s, e, &line, &n_events);
-        if (rl == -2 || (rl >= 0 && put_message(&out, 3, line.v, line.n))) { PyErr_NoMemory(); goto done; }
-        if (rl < 0) { r = -1; break; }
-        PyObject *span = Py_BuildValue("(nnn)", (Py_ssize_t)(s - base), (Py_ssize_t)(e - s), n_events);
-        if (!span || PyList_Append(spans, span) < 0) { Py_XDECREF(span); goto done; }
-        Py_DECREF(span);
-        n++;
-    }
-    if (r < 0) { PyErr_SetString(PyExc_ValueError, "malformed XSpace wire data"); goto done; }
-    result = Py_BuildValue("(y#On)", out.v ? out.v : "", out.n, spans,
-                           (max_lines > 0 && n >= max_lines && p < end) ? (Py_ssize_t)(p - base) : (Py_ssize_t)-1);
-done:
-    Py_XDECREF(spans);
-    free(out.v);
-    free(line.v);
+    Strip st = {{0}, {0}, PyList_New(0)};
+    PyObject *result = NULL;
+    if (st.spans && walk_fields(&view, 3, start, max_lines, strip_one, &st, &next) == 0)
+        result = Py_BuildValue("(y#On)", st.out.v ? st.out.v : "", st.out.n, st.spans, next);
+    Py_XDECREF(st.spans);
+    free(st.out.v);
+    free(st.line.v);
     PyBuffer_Release(&view);
     return result;
 }
