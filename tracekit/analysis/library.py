@@ -32,6 +32,8 @@ from importlib import resources
 
 import duckdb
 
+from tracekit.sqldoc import comment_block, parse_block, split_word, statements
+
 #: Library files in install order.
 FILES = ("classes.sql", "timeline.sql", "idle.sql", "steps.sql", "workload.sql", "fusion.sql", "communication.sql",
          "models.sql")
@@ -72,7 +74,6 @@ class SqlObject:
 _CREATE = re.compile(
     r"^CREATE\s+OR\s+REPLACE\s+TEMP\s+(VIEW|MACRO)\s+([a-z_][a-z0-9_]*)", re.IGNORECASE | re.MULTILINE
 )
-_TAG = re.compile(r"^@(column|arg|returns)\s+(.*)$")
 
 
 def _placeholders() -> dict[str, str]:
@@ -90,66 +91,32 @@ def _read(name: str) -> str:
     return resources.files("tracekit.analysis").joinpath("sql", name).read_text(encoding="utf-8")
 
 
-def _statements(text: str) -> list[str]:
-    """Split a file into statements at a ``;`` that ends a line (the files never put one
-    inside a string at a line end)."""
-    out, cur = [], []
-    for line in text.splitlines():
-        cur.append(line)
-        if line.rstrip().endswith(";"):
-            out.append("\n".join(cur))
-            cur = []
-    if "".join(cur).strip():
-        out.append("\n".join(cur))
-    return out
-
-
 @cache
 def objects() -> tuple[SqlObject, ...]:
     """Every documented object of the library, in install order, with its SQL filled in."""
     fill = _placeholders()
     out: list[SqlObject] = []
     for fname in FILES:
-        for stmt in _statements(_read(fname)):
+        for stmt in statements(_read(fname)):
             m = _CREATE.search(stmt)
             if not m:
                 continue
-            head = stmt[: m.start()]
-            comment = [ln.strip()[2:].strip() if ln.strip().startswith("--") else None for ln in head.splitlines()]
-            # the doc block is the run of comment lines right above CREATE
-            block: list[str] = []
-            for ln in reversed(comment):
-                if ln is None:
-                    if block:
-                        break
-                    continue
-                block.append(ln)
-            block.reverse()
+            block = comment_block(stmt[: m.start()])
             body = stmt[m.start():]
             for key, value in fill.items():
                 body = body.replace("{" + key + "}", value)
             kind = m.group(1).lower()
             if kind == "macro":
                 kind = "table_macro" if re.search(r"\)\s+AS\s+TABLE\b", body, re.IGNORECASE) else "macro"
-            obj = SqlObject(kind=kind, name=m.group(2), doc="", file=fname, sql=body)
-            text: list[str] = []
-            for ln in block:
-                t = _TAG.match(ln)
-                if t is None:
-                    if obj.columns or obj.args:  # continuation of the last tag's text
-                        last = (obj.columns or obj.args)[-1]
-                        last.doc += " " + ln
-                    else:
-                        text.append(ln)
-                    continue
-                tag, rest = t.group(1), t.group(2)
+            doc, tags = parse_block(block)
+            obj = SqlObject(kind=kind, name=m.group(2), doc=doc, file=fname, sql=body)
+            for tag, rest in tags:
                 if tag == "returns":
                     obj.returns = rest
                     continue
-                parts = rest.split(None, 2)
-                col = Column(parts[0], parts[1] if len(parts) > 1 else "", parts[2] if len(parts) > 2 else "")
-                (obj.columns if tag == "column" else obj.args).append(col)
-            obj.doc = " ".join(text).strip()
+                name, more = split_word(rest)
+                typ, text = split_word(more)
+                (obj.columns if tag == "column" else obj.args).append(Column(name, typ, text))
             out.append(obj)
     return tuple(out)
 
