@@ -9,9 +9,9 @@ beside it (re-ingested when the database, or the tracekit/DuckDB versions, chang
 
 * **whole process**: ``tracekit analyze RUN --format json --store STORE`` as its own process
   (interpreter start-up, imports, opening the store, every analyzer, writing the findings and
-  metrics, printing the JSON, exit): wall time around spawn .. reap and peak RSS from
-  ``os.wait4``'s ``ru_maxrss`` of exactly that child, median of ``--repeat`` runs (the helpers
-  of ``bench_ingest.py``);
+  metrics, printing the JSON, exit): wall time around spawn .. reap and peak RSS, the child's
+  own ``VmHWM`` (``ru_maxrss`` only where there is no ``/proc``), median of ``--repeat`` runs
+  (``benchmarks/harness.py``);
 * **in process**: on a writer connection opened as ``tracekit analyze`` opens it
   (``tracekit.store.connect``, then DuckDB threads = the CPU count, as ``api.analyze_runs`` sets
   them), ``Analyzer.analyze`` of each registered analyzer timed on its own, median of
@@ -32,10 +32,8 @@ It imports tracekit (the in-process part), so run it with the project's interpre
 from __future__ import annotations
 
 import argparse
-import datetime as _dt
 import json
 import os
-import platform
 import shlex
 import statistics
 import sys
@@ -44,25 +42,29 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from bench_ingest import Sample, TracekitTool, _cache_key, _median, run_measured, tail
-from bench_rocpd import DEFAULT_SOURCE, DEFAULT_WORKDIR, TARGET_DISPATCHES, cached_meta, copies_for, generate
+from bench_rocpd import DEFAULT_SOURCE, TARGET_DISPATCHES, cached_meta, copies_for, generate
+from harness import (
+    Sample,
+    TracekitTool,
+    add_common_args,
+    cache_key,
+    markdown_table,
+    median,
+    new_parser,
+    package_versions,
+    run_measured,
+    tail,
+    write_report,
+)
 
 TARGET_ALL_ANALYZERS_S = 2.0  # issue 5: all analyzers together on a 1M-kernel run
-
-
-def _versions() -> dict[str, str]:
-    import importlib.metadata as md
-
-    return {n: md.version(n) for n in ("tracekit", "duckdb")}
 
 
 def cached_store(db: Path, workdir: Path, tool: TracekitTool, timeout_s: float) -> tuple[Path, str, dict[str, Any]]:
     """The store holding ``db`` ingested (once; reused while the db and versions are unchanged)."""
     store = workdir / f"{db.stem}.analyze-store.duckdb"
     meta_path = store.with_name(store.name + ".meta.json")
-    key = {"db": _cache_key(db), "versions": _versions()}
+    key = {"db": cache_key(db), "versions": package_versions("tracekit", "duckdb")}
     cached = cached_meta(store, key)
     if cached is not None:
         print(f"[store] reusing {store} (run {cached['run_id']})", flush=True)
@@ -72,7 +74,7 @@ def cached_store(db: Path, workdir: Path, tool: TracekitTool, timeout_s: float) 
     log_path.parent.mkdir(parents=True, exist_ok=True)
     cmd = [*tool.prefix, "ingest", str(db), "--store", str(store)]
     with open(log_path, "wb") as log:
-        sample = run_measured(cmd, log, timeout_s)
+        sample = run_measured(cmd, log, timeout_s, vmhwm_dir=log_path.parent)
     if sample.returncode != 0:
         raise SystemExit(f"ingest failed (exit {sample.returncode}): {shlex.join(cmd)}\n{tail(log_path)}")
     import duckdb
@@ -117,18 +119,13 @@ def in_process(store: Path, run_id: str, repeat: int) -> dict[str, dict[str, flo
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = new_parser(__doc__)
     p.add_argument("--source", type=Path, default=DEFAULT_SOURCE, help="rocpd database to replicate")
     p.add_argument("--copies", type=int, default=0,
                    help=f"copies of the source timeline (default: enough for {TARGET_DISPATCHES:,} dispatches)")
     p.add_argument("--pmc-every", type=int, default=20,
                    help="replicate the counter rows only in every Nth copy (default %(default)s)")
-    p.add_argument("--tracekit", default=None, help="tracekit command (default: .venv/bin/tracekit)")
-    p.add_argument("--repeat", type=int, default=3, help="runs; median reported")
-    p.add_argument("--workdir", type=Path, default=DEFAULT_WORKDIR, help="cache/scratch dir (default %(default)s)")
-    p.add_argument("--timeout", type=float, default=3600.0, help="per-run timeout in seconds")
-    p.add_argument("--out", type=Path, default=None, help="write JSON results here")
+    add_common_args(p)
     return p.parse_args(argv)
 
 
@@ -152,38 +149,32 @@ def main(argv: Sequence[str] | None = None) -> int:
     for i in range(args.repeat):
         log_path = log_dir / f"analyze-big-{i}.log"
         with open(log_path, "wb") as log:
-            sample = run_measured(cmd, log, args.timeout)
+            sample = run_measured(cmd, log, args.timeout, vmhwm_dir=log_dir)
         if sample.returncode != 0:
             print(f"FAILED (exit {sample.returncode}): {shlex.join(cmd)}\n{tail(log_path)}", file=sys.stderr)
             return 1
         samples.append(sample)
         print(f"  [tracekit analyze] run {i + 1}/{args.repeat}: {sample.wall_s:.2f} s, "
-              f"{sample.rss_mb:.0f} MB peak RSS", flush=True)
+              f"{sample.rss_mb:.0f} MB peak RSS ({sample.extra['rss_source']})", flush=True)
     per = in_process(store, run_id, args.repeat)
     total = sum(v["median_s"] for v in per.values())
-    process = {"wall_s": _median([s.wall_s for s in samples]), "peak_rss_mb": _median([s.rss_mb for s in samples]),
-               "cpu_s": _median([s.user_s + s.sys_s for s in samples])}
-    lines = ["| analyzer | median s | min s |", "|---|---:|---:|"]
-    lines += [f"| {n} | {v['median_s']:.3f} | {v['min_s']:.3f} |" for n, v in per.items()]
-    lines.append(f"| **all analyzers** (in process) | **{total:.3f}** | {sum(v['min_s'] for v in per.values()):.3f} |")
-    lines.append(f"| `tracekit analyze --format json` (whole process, {process['peak_rss_mb']:.0f} MB peak RSS) "
-                 f"| {process['wall_s']:.3f} | {min(s.wall_s for s in samples):.3f} |")
-    table = "\n".join(lines)
+    process = {"wall_s": median(s.wall_s for s in samples), "peak_rss_mb": median(s.rss_mb for s in samples),
+               "cpu_s": median(s.user_s + s.sys_s for s in samples)}
+    rows = [[n, f"{v['median_s']:.3f}", f"{v['min_s']:.3f}"] for n, v in per.items()]
+    rows.append(["**all analyzers** (in process)", f"**{total:.3f}**", f"{sum(v['min_s'] for v in per.values()):.3f}"])
+    rows.append([f"`tracekit analyze --format json` (whole process, {process['peak_rss_mb']:.0f} MB peak RSS)",
+                 f"{process['wall_s']:.3f}", f"{min(s.wall_s for s in samples):.3f}"])
+    table = "\n".join(markdown_table(["analyzer", "median s", "min s"], rows, [False, True, True]))
     verdict = "met" if total < TARGET_ALL_ANALYZERS_S else "NOT met"
     print("\n" + table + f"\n\ntarget: all analyzers < {TARGET_ALL_ANALYZERS_S:g} s: {verdict} ({total:.2f} s)")
-    if args.out is not None:
-        report = {
-            "date": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
-            "host": {"platform": platform.platform(), "cpus": os.cpu_count(), "python": sys.version.split()[0]},
+    write_report(args.out, {
             "repeat": args.repeat, "command": cmd, "versions": tool.versions(),
             "input": {k: v for k, v in db_meta.items() if k not in ("params", "key")} | {"path": str(db)},
             "store": {k: v for k, v in store_meta.items() if k != "key"} | {"path": str(store)},
             "analyzers": per, "all_analyzers_s": total, "target_s": TARGET_ALL_ANALYZERS_S,
             "target_met": total < TARGET_ALL_ANALYZERS_S, "process": process,
             "runs": [s.__dict__ for s in samples], "markdown": table,
-        }
-        args.out.write_text(json.dumps(report, indent=1, default=str))
-        print(f"\nwrote {args.out}")
+    })
     return 0
 
 

@@ -32,7 +32,6 @@ import json
 import os
 import platform
 import socket
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -41,8 +40,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-EXAMPLE = ROOT / "examples" / "serve_tiny_decoder.py"
+from harness import REPO_ROOT, add_common_args, median, new_parser, write_report
+
+EXAMPLE = REPO_ROOT / "examples" / "serve_tiny_decoder.py"
 
 
 def free_port() -> int:
@@ -98,14 +98,13 @@ def captured(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--repeat", type=int, default=3)
+    ap = new_parser(__doc__)
     ap.add_argument("--duration", type=float, default=3.0, help="measured window (s)")
     ap.add_argument("--warmup", type=float, default=1.0, help="warm-up load before the window (s)")
     ap.add_argument("--concurrency", type=int, default=2)
     ap.add_argument("--max-tokens", type=int, default=32)
     ap.add_argument("--prompt-tokens", default="uniform:16:128")
-    ap.add_argument("--out", type=Path)
+    add_common_args(ap, tracekit=False, workdir=False, timeout=False)
     args = ap.parse_args()
     runs: dict[str, list[dict[str, Any]]] = {"baseline": [], "captured": []}
     for i in range(args.repeat):
@@ -115,7 +114,7 @@ def main() -> None:
             print(f"[{i + 1}/{args.repeat}] {name}: {json.dumps(r)}", file=sys.stderr)
 
     def med(name: str, key: str) -> float:
-        return statistics.median(r[key] for r in runs[name])
+        return median(r[key] for r in runs[name])
 
     report = {
         "machine": f"{os.cpu_count()} CPU {platform.machine()}, Python {platform.python_version()}",
@@ -125,8 +124,7 @@ def main() -> None:
         "runs": runs,
     }
     print(json.dumps({k: v for k, v in report.items() if k != "runs"}, indent=1))
-    if args.out:
-        args.out.write_text(json.dumps(report, indent=1))
+    write_report(args.out, report)
 
 
 if __name__ == "__main__":

@@ -2,30 +2,27 @@
 a step, with the default settings (tracekit.check.gate.CheckConfig). The results go to docs/MATH.md.
 
     .venv/bin/python benchmarks/bench_check.py            # default size: ~2 minutes on 2 cores
-    .venv/bin/python benchmarks/bench_check.py --scale 0.2 --seed 7
+    .venv/bin/python benchmarks/bench_check.py --scale 0.2 --seed 7 --out check.json
 
 Main-branch tier (`--history`): a history of 60 runs is checked after every new run from the 20th
 (41 checks per history, as CI on main does); a false alert is a check that alerts although every
 run is noise. Detection: 30 runs, then every run 5 % slower; checked after each of the next 5 runs;
 detected = a check alerts on a change point within 5 runs of the step's first run. The location
 of the change point is reported separately (exact, ±1, ±2). PR tier: 5 (and 10) runs per side.
-Noise models and outliers: tracekit/check/simulate.py.
+Noise models and outliers: benchmarks/check_simulation.py.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from check_simulation import Rate, detection_rate, false_alert_rate, pr_rates
+from harness import new_parser, write_report
 
 from tracekit.check.gate import CheckConfig
-from tracekit.check.simulate import Rate, detection_rate, false_alert_rate, pr_rates
 
 
 def fmt(r: Rate) -> str:
@@ -34,10 +31,10 @@ def fmt(r: Rate) -> str:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = new_parser(__doc__)
     ap.add_argument("--scale", type=float, default=1.0, help="multiply every trial count")
     ap.add_argument("--seed", type=int, default=2026)
-    ap.add_argument("--json", type=Path, help="also write the results here")
+    ap.add_argument("--out", "--json", type=Path, default=None, help="also write the results here (JSON)")
     args = ap.parse_args()
     cfg = CheckConfig()
     n = lambda k: max(1, int(k * args.scale))
@@ -86,9 +83,9 @@ def main() -> None:
         print(f"  Welch, {runs} vs {runs} runs: false alerts {fmt(f)}; 5 % step detected {fmt(p)}")
         out[f"pr_welch/{runs}/false"] = [f.hits, f.n]
         out[f"pr_welch/{runs}/step0.05"] = [p.hits, p.n]
-    print(f"\n{time.perf_counter() - t0:.0f} s")
-    if args.json:
-        args.json.write_text(json.dumps(out, indent=1))
+    out["seconds"] = time.perf_counter() - t0
+    print(f"\n{out['seconds']:.0f} s")
+    write_report(args.out, out)
 
 
 if __name__ == "__main__":

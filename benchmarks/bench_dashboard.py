@@ -35,22 +35,25 @@ import argparse
 import datetime as _dt
 import json
 import os
-import platform
-import statistics
 import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_rocpd import DEFAULT_SOURCE, cached_meta, copies_for, generate
+from harness import (
+    REPO_ROOT,
+    add_common_args,
+    cache_key,
+    markdown_table,
+    median,
+    new_parser,
+    package_versions,
+    write_report,
+)
 
-from bench_analyze import _versions
-from bench_ingest import _cache_key
-from bench_rocpd import DEFAULT_SOURCE, DEFAULT_WORKDIR, cached_meta, copies_for, generate
-
-ROOT = Path(__file__).resolve().parents[1]
-SAMPLE = ROOT / "sample_traces" / "amd_synthetic_rocpd"
+SAMPLE = REPO_ROOT / "sample_traces" / "amd_synthetic_rocpd"
 TARGET_MS = 300.0  # issue 7: each page of a 1M-kernel run in under 300 ms of server time
 WORKLOAD = "bench-1m"
 
@@ -62,7 +65,7 @@ def dashboard_store(db: Path, workdir: Path) -> tuple[Path, str, str]:
 
     store = workdir / f"{db.stem}.dashboard-store.duckdb"
     meta_path = store.with_name(store.name + ".meta.json")
-    key = {"db": _cache_key(db), "versions": _versions()}
+    key = {"db": cache_key(db), "versions": package_versions("tracekit", "duckdb")}
     cached = cached_meta(store, key)
     if cached is not None:
         print(f"[store] reusing {store}", flush=True)
@@ -97,20 +100,19 @@ def render_request(client: Any, path: str, search: str) -> tuple[float, int]:
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = new_parser(__doc__)
     p.add_argument("--source", type=Path, default=DEFAULT_SOURCE, help="rocpd database to replicate")
+    p.add_argument("--copies", type=int, default=0,
+                   help="copies of the source timeline (default: as bench_rocpd, its target dispatch count)")
     p.add_argument("--pmc-every", type=int, default=20, help="counter rows in every Nth copy (as bench_rocpd)")
-    p.add_argument("--repeat", type=int, default=5, help="requests per page; median reported")
-    p.add_argument("--workdir", type=Path, default=DEFAULT_WORKDIR, help="cache dir (default %(default)s)")
-    p.add_argument("--out", type=Path, default=None, help="write JSON results here")
+    add_common_args(p, repeat=5, tracekit=False, timeout=False)
     return p.parse_args(argv)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     workdir: Path = args.workdir.resolve()
-    db, db_meta = generate(args.source, workdir, copies_for(args.source), args.pmc_every)
+    db, db_meta = generate(args.source, workdir, copies_for(args.source, args.copies), args.pmc_every)
     store, big, sample = dashboard_store(db, workdir)
 
     import duckdb
@@ -132,26 +134,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         for _ in range(args.repeat):
             t, size = render_request(client, path, search)
             times.append(t)
-        results[name] = {"median_ms": 1e3 * statistics.median(times), "max_ms": 1e3 * max(times),
+        results[name] = {"median_ms": 1e3 * median(times), "max_ms": 1e3 * max(times),
                          "response_kb": size / 1e3}
         print(f"  {name:8s} median {results[name]['median_ms']:7.1f} ms  max {results[name]['max_ms']:7.1f} ms  "
               f"{size / 1e3:7.1f} kB", flush=True)
-    lines = ["| page | median ms | max ms | response kB |", "|---|---:|---:|---:|"]
-    lines += [f"| {k} | {v['median_ms']:.0f} | {v['max_ms']:.0f} | {v['response_kb']:.0f} |" for k, v in results.items()]
-    table = "\n".join(lines)
+    rows = [[k, f"{v['median_ms']:.0f}", f"{v['max_ms']:.0f}", f"{v['response_kb']:.0f}"] for k, v in results.items()]
+    table = "\n".join(markdown_table(["page", "median ms", "max ms", "response kB"], rows, [False, True, True, True]))
     worst = max(v["median_ms"] for v in results.values())
     met = worst < TARGET_MS
     print("\n" + table + f"\n\ntarget: every page < {TARGET_MS:g} ms: {'met' if met else 'NOT met'} "
           f"(slowest median {worst:.0f} ms)")
-    if args.out is not None:
-        args.out.write_text(json.dumps({
-            "date": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
-            "host": {"platform": platform.platform(), "cpus": os.cpu_count(), "python": sys.version.split()[0]},
-            "versions": _versions(), "repeat": args.repeat, "kernels": kernels,
-            "input": {k: v for k, v in db_meta.items() if k not in ("params", "key")} | {"path": str(db)},
-            "pages": results, "target_ms": TARGET_MS, "target_met": met, "markdown": table,
-        }, indent=1, default=str))
-        print(f"wrote {args.out}")
+    write_report(args.out, {
+        "versions": package_versions("tracekit", "duckdb"), "repeat": args.repeat, "kernels": kernels,
+        "input": {k: v for k, v in db_meta.items() if k not in ("params", "key")} | {"path": str(db)},
+        "pages": results, "target_ms": TARGET_MS, "target_met": met, "markdown": table,
+    })
     return 0 if met else 1
 
 

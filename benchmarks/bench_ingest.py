@@ -4,12 +4,12 @@
 What it measures
 ----------------
 Every measured command runs as its own whole process (interpreter start-up,
-imports, parse, store writes: everything). For each one the parent records
+imports, parse, store writes: everything), measured by ``benchmarks/harness.py``:
 
 * wall time (``time.perf_counter`` around spawn .. reap), and
-* peak RSS, from ``os.wait4(pid)``'s ``ru_maxrss`` of exactly that child
-  (Linux reports the largest RSS of the child or of any descendant it reaped;
-  it is never summed and never mixed up with earlier measurements).
+* peak RSS, the child's own ``VmHWM`` (``/proc/self/status``, written as it
+  leaves by the harness's wrapper; every tool here is a Python process), with
+  ``ru_maxrss`` from ``os.wait4`` only as the fallback where there is no ``/proc``,
 
 and reports the median of ``--repeat`` runs. Runs are interleaved
 (tracekit, HTA, floor, tracekit, HTA, floor, ...) so drift hits all tools alike.
@@ -47,39 +47,56 @@ How to run
 ``--tracekit CMD`` overrides the tracekit command (default: the ``tracekit``
 script beside this interpreter, then ``.venv/bin/tracekit``, then ``PATH``).
 A tool whose command is missing is skipped with a message. Only the standard
-library is used.
+library is used (and ``harness.py`` beside this file).
 """
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import datetime as _dt
 import gzip
 import json
 import math
 import os
-import platform
 import re
-import shlex
-import shutil
-import statistics
 import subprocess
 import sys
-import tempfile
-import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any, cast
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+from harness import (
+    MB,
+    REPO_ROOT,
+    Sample,
+    Tool,
+    TracekitTool,
+    add_common_args,
+    cache_key,
+    fmt,
+    markdown_table,
+    measure_side_by_side,
+    median,
+    new_parser,
+    parse_tools,
+    python_versions,
+    resolve_executable,
+    run_measured,
+    select_tools,
+    summarize,
+    tail,
+    write_report,
+)
+
+#: ``bench_rocpd.py`` imports these names from here (until it imports :mod:`harness` itself).
+__all__ = ["MB", "REPO_ROOT", "Sample", "TracekitTool", "_cache_key", "_median", "run_measured", "tail"]
+_cache_key = cache_key
+_median = median
+
 DEFAULT_FILE = Path(
     "/work/shared/corpus/kineto/tracelens-mi300x-sd35-inference/profile_trace_rank_0.json.gz"
 )
-DEFAULT_WORKDIR = Path("/tmp/tracekit-bench")
 ALL_TOOLS = ("tracekit", "hta", "floor")
-MB = 1_000_000
 
 # Targets from issue 2.
 TARGET_SPEEDUP = 10.0  # HTA wall / tracekit wall >= this
@@ -96,16 +113,6 @@ FLOOR_SNIPPET = (
     "p = sys.argv[1]\n"
     "with (gzip.open(p, 'rb') if p.endswith('.gz') else open(p, 'rb')) as f:\n"
     "    json.load(f)\n"
-)
-VERSIONS_SNIPPET = (
-    "import importlib.metadata as m, json, sys\n"
-    "out = {}\n"
-    "for n in sys.argv[1:]:\n"
-    "    try:\n"
-    "        out[n] = m.version(n)\n"
-    "    except m.PackageNotFoundError:\n"
-    "        out[n] = None\n"
-    "print(json.dumps(out))\n"
 )
 
 # Bump when the generator's output changes, to invalidate cached big traces.
@@ -125,139 +132,8 @@ STEP_RE = re.compile(r"^ProfilerStep#(\d+)$")
 
 
 # --------------------------------------------------------------------------- #
-# Measurement
+# Anchors
 # --------------------------------------------------------------------------- #
-
-
-@dataclasses.dataclass
-class Sample:
-    """One measured whole-process run."""
-
-    wall_s: float
-    maxrss_kb: int
-    user_s: float
-    sys_s: float
-    returncode: int
-    extra: dict[str, Any] = dataclasses.field(default_factory=dict)
-
-    @property
-    def rss_mb(self) -> float:
-        return self.maxrss_kb * 1024 / MB
-
-
-#: Children run with Python's bytecode cache on, as in any normal install: some sandboxes set
-#: PYTHONDONTWRITEBYTECODE, which would make every run recompile an editable install's sources
-#: while the anchors' site-packages were byte-compiled by pip.
-CHILD_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-
-
-def select_tools(candidates: dict[str, Tool], wanted: list[str]) -> tuple[list[Tool], dict[str, str]]:
-    """The wanted tools that are available, and why the others were skipped (printed as it goes)."""
-    tools: list[Tool] = []
-    skipped: dict[str, str] = {}
-    for name in wanted:
-        ok, why = candidates[name].available()
-        if ok:
-            tools.append(candidates[name])
-            print(f"[{name}] {why}")
-        else:
-            skipped[name] = why
-            print(f"[{name}] SKIPPED: {why}", flush=True)
-    return tools, skipped
-
-
-def run_measured(cmd: Sequence[str], log: IO[bytes], timeout_s: float) -> Sample:
-    """Run ``cmd`` as a child, reap it with wait4 and return its wall time and rusage."""
-    t0 = time.perf_counter()
-    proc = subprocess.Popen(
-        list(cmd), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=CHILD_ENV
-    )
-    timer = threading.Timer(timeout_s, proc.kill)
-    timer.start()
-    try:
-        _, status, ru = os.wait4(proc.pid, 0)
-    finally:
-        timer.cancel()
-    wall = time.perf_counter() - t0
-    rc = os.waitstatus_to_exitcode(status)
-    proc.returncode = rc  # already reaped; keep Popen from waiting again
-    return Sample(wall_s=wall, maxrss_kb=int(ru.ru_maxrss), user_s=ru.ru_utime, sys_s=ru.ru_stime, returncode=rc)
-
-
-def tail(path: Path, n: int = 15) -> str:
-    try:
-        lines = path.read_text(errors="replace").splitlines()
-    except OSError:
-        return ""
-    return "\n".join(lines[-n:])
-
-
-class Tool:
-    name: str = ""
-
-    def available(self) -> tuple[bool, str]:
-        raise NotImplementedError
-
-    def command(self, trace: Path, run_dir: Path) -> list[str]:
-        raise NotImplementedError
-
-    def after_run(self, run_dir: Path, sample: Sample) -> None:
-        """Hook to collect per-run extras and clean up."""
-
-    def versions(self) -> dict[str, Any]:
-        return {}
-
-
-def _resolve_executable(token: str) -> str | None:
-    if os.sep in token:
-        return token if os.path.isfile(token) and os.access(token, os.X_OK) else None
-    return shutil.which(token)
-
-
-def _python_versions(python: str, packages: Iterable[str]) -> dict[str, Any]:
-    try:
-        out = subprocess.run(
-            [python, "-c", VERSIONS_SNIPPET, *packages],
-            capture_output=True, text=True, timeout=120, check=True,
-        ).stdout
-        return dict(json.loads(out))
-    except (OSError, subprocess.SubprocessError, ValueError):
-        return {}
-
-
-class TracekitTool(Tool):
-    name = "tracekit"
-
-    def __init__(self, cmd: str | None) -> None:
-        if cmd is None:
-            candidates = [
-                str(Path(sys.executable).parent / "tracekit"),
-                str(REPO_ROOT / ".venv" / "bin" / "tracekit"),
-                "tracekit",
-            ]
-            found = next((c for c in candidates if _resolve_executable(c)), candidates[1])
-            self.prefix = [found]
-        else:
-            self.prefix = shlex.split(cmd)
-
-    def available(self) -> tuple[bool, str]:
-        if not self.prefix or _resolve_executable(self.prefix[0]) is None:
-            return False, f"tracekit command not found: {shlex.join(self.prefix)!r} (use --tracekit CMD)"
-        return True, shlex.join(self.prefix)
-
-    def command(self, trace: Path, run_dir: Path) -> list[str]:
-        return [*self.prefix, "ingest", str(trace), "--store", str(run_dir / "store.duckdb")]
-
-    def after_run(self, run_dir: Path, sample: Sample) -> None:
-        size = sum(p.stat().st_size for p in run_dir.glob("store.duckdb*") if p.is_file())
-        sample.extra["store_mb"] = size / MB
-
-    def versions(self) -> dict[str, Any]:
-        exe = _resolve_executable(self.prefix[0]) if self.prefix else None
-        if exe is None:
-            return {}
-        python = Path(exe).parent / "python"
-        return _python_versions(str(python), ["tracekit", "duckdb"]) if python.exists() else {}
 
 
 class HtaTool(Tool):
@@ -268,7 +144,7 @@ class HtaTool(Tool):
         self._versions: dict[str, Any] | None = None
 
     def available(self) -> tuple[bool, str]:
-        if _resolve_executable(self.python) is None:
+        if resolve_executable(self.python) is None:
             return False, f"HTA python not found: {self.python!r} (use --hta-python)"
         if not self.versions().get("HolisticTraceAnalysis"):
             return False, f"HolisticTraceAnalysis is not installed for {self.python}"
@@ -288,7 +164,7 @@ class HtaTool(Tool):
 
     def versions(self) -> dict[str, Any]:
         if self._versions is None:
-            self._versions = _python_versions(self.python, ["HolisticTraceAnalysis", "pandas", "numpy"])
+            self._versions = python_versions(self.python, ["HolisticTraceAnalysis", "pandas", "numpy"])
         return self._versions
 
 
@@ -313,21 +189,16 @@ def _open_trace(path: Path) -> IO[bytes]:
     return open(path, "rb")
 
 
-def _cache_key(path: Path) -> str:
-    st = path.stat()
-    return f"{path.resolve()}:{st.st_size}:{st.st_mtime_ns}"
-
-
 def file_facts(path: Path, workdir: Path) -> dict[str, Any]:
     """Return gz/json byte sizes and the traceEvents count, cached in ``workdir``."""
     meta = big_meta_path(path)
     if meta.exists():  # generated by us: facts were recorded at generation time
         m = json.loads(meta.read_text())
-        if m.get("key") == _cache_key(path):
+        if m.get("key") == cache_key(path):
             return {"gz_bytes": m["gz_bytes"], "json_bytes": m["json_bytes"], "events": m["events"]}
     cache_file = workdir / "file_facts.json"
     cache: dict[str, Any] = json.loads(cache_file.read_text()) if cache_file.exists() else {}
-    key = _cache_key(path)
+    key = cache_key(path)
     if key not in cache:
         print(f"[facts] counting events in {path} (once, cached) ...", flush=True)
         json_bytes = 0
@@ -386,11 +257,11 @@ def generate_big(source: Path, workdir: Path, target_mb: float, compresslevel: i
     stem = source.name.split(".")[0]
     out = workdir / f"big-{source.parent.name}-{stem}-x{copies}.json.gz"
     meta_path = big_meta_path(out)
-    params = {"source": _cache_key(source), "copies": copies, "generator": GENERATOR_VERSION,
+    params = {"source": cache_key(source), "copies": copies, "generator": GENERATOR_VERSION,
               "compresslevel": compresslevel}
     if out.exists() and meta_path.exists():
         meta = json.loads(meta_path.read_text())
-        if meta.get("params") == params and meta.get("key") == _cache_key(out):
+        if meta.get("params") == params and meta.get("key") == cache_key(out):
             print(f"[big] reusing {out} ({meta['json_bytes'] / MB:.0f} MB JSON, {meta['events']} events)")
             return out
 
@@ -488,7 +359,7 @@ def generate_big(source: Path, workdir: Path, target_mb: float, compresslevel: i
     del doc, events
     os.replace(tmp, out)
     gen_s = time.perf_counter() - t0
-    meta = {"params": params, "key": _cache_key(out), "source_path": str(source),
+    meta = {"params": params, "key": cache_key(out), "source_path": str(source),
             "copies": copies, "shift_us": shift_us, "events": n_events, "json_bytes": json_bytes,
             "gz_bytes": out.stat().st_size, "generation_s": round(gen_s, 1)}
     meta_path.write_text(json.dumps(meta, indent=1))
@@ -502,58 +373,22 @@ def generate_big(source: Path, workdir: Path, target_mb: float, compresslevel: i
 # --------------------------------------------------------------------------- #
 
 
-def _median(xs: list[float]) -> float:
-    return float(statistics.median(xs)) if xs else float("nan")
-
-
 def bench_file(trace: Path, label: str, tools: list[Tool], repeat: int, workdir: Path,
                timeout_s: float) -> dict[str, Any]:
     facts = file_facts(trace, workdir)
     print(f"\n== {label}: {trace} ({facts['json_bytes'] / MB:.1f} MB JSON, {facts['events']} events)",
           flush=True)
-    samples: dict[str, list[Sample]] = {t.name: [] for t in tools}
-    errors: dict[str, str] = {}
-    log_dir = workdir / "logs"
-    log_dir.mkdir(parents=True, exist_ok=True)
-    for i in range(repeat):
-        for tool in tools:
-            if tool.name in errors:
-                continue
-            with tempfile.TemporaryDirectory(prefix=f"{tool.name}-", dir=workdir) as d:
-                run_dir = Path(d)
-                cmd = tool.command(trace, run_dir)
-                log_path = log_dir / f"{label}-{tool.name}-{i}.log"
-                with open(log_path, "wb") as log:
-                    sample = run_measured(cmd, log, timeout_s)
-                tool.after_run(run_dir, sample)
-            if sample.returncode != 0:
-                errors[tool.name] = (f"exit {sample.returncode}: {shlex.join(cmd)}\n"
-                                     f"--- {log_path} (tail) ---\n{tail(log_path)}")
-                print(f"  [{tool.name}] FAILED ({errors[tool.name].splitlines()[0]}); see {log_path}",
-                      flush=True)
-                continue
-            samples[tool.name].append(sample)
-            print(f"  [{tool.name}] run {i + 1}/{repeat}: {sample.wall_s:.2f} s, "
-                  f"{sample.rss_mb:.0f} MB peak RSS", flush=True)
-
+    measured = measure_side_by_side(trace, tools, repeat, workdir, timeout_s, label)
     results: dict[str, Any] = {}
     for tool in tools:
-        ss = samples[tool.name]
-        if tool.name in errors or not ss:
-            results[tool.name] = {"error": errors.get(tool.name, "no runs")}
+        ss = measured.samples[tool.name]
+        if tool.name in measured.errors or not ss:
+            results[tool.name] = measured.errors.get(tool.name, {"error": "no runs"})
             continue
-        wall = _median([s.wall_s for s in ss])
-        rss = _median([s.rss_mb for s in ss])
-        r: dict[str, Any] = {
-            "wall_s": wall,
-            "peak_rss_mb": rss,
-            "mb_per_s": facts["json_bytes"] / MB / wall,
-            "events_per_s": facts["events"] / wall,
-            "runs": [dataclasses.asdict(s) | {"rss_mb": s.rss_mb} for s in ss],
-        }
-        if any("store_mb" in s.extra for s in ss):
-            r["store_mb"] = _median([s.extra["store_mb"] for s in ss])
-        results[tool.name] = r
+        r = summarize(ss)
+        results[tool.name] = {"wall_s": r["wall_s"], "peak_rss_mb": r["peak_rss_mb"],
+                              "mb_per_s": facts["json_bytes"] / MB / r["wall_s"],
+                              "events_per_s": facts["events"] / r["wall_s"]} | r
 
     out: dict[str, Any] = {"label": label, "path": str(trace), **facts, "results": results}
     tk, hta = results.get("tracekit", {}), results.get("hta", {})
@@ -563,29 +398,21 @@ def bench_file(trace: Path, label: str, tools: list[Tool], repeat: int, workdir:
     return out
 
 
-def _fmt(v: Any, spec: str) -> str:
-    return "—" if v is None or (isinstance(v, float) and math.isnan(v)) else format(v, spec)
-
-
 def render_markdown(files: list[dict[str, Any]], big_label: str | None) -> str:
-    lines = [
-        "| file | JSON MB | gz MB | events | tool | wall s | peak RSS MB | MB/s | events/s |",
-        "|---|---:|---:|---:|---|---:|---:|---:|---:|",
-    ]
+    rows: list[list[str]] = []
     for f in files:
         gz = f["gz_bytes"] / MB if f.get("gz_bytes") else None
+        head = [f["label"], f"{f['json_bytes'] / MB:.1f}", fmt(gz, ".2f"), f"{f['events']:,}"]
         for name, r in f["results"].items():
             if "error" in r:
-                lines.append(f"| {f['label']} | {f['json_bytes'] / MB:.1f} | {_fmt(gz, '.2f')} | "
-                             f"{f['events']:,} | {name} | failed/skipped | | | |")
+                rows.append([*head, name, "failed/skipped", "", "", ""])
                 continue
-            lines.append(
-                f"| {f['label']} | {f['json_bytes'] / MB:.1f} | {_fmt(gz, '.2f')} | {f['events']:,} | "
-                f"{name} | {r['wall_s']:.2f} | {r['peak_rss_mb']:.0f} | {r['mb_per_s']:.1f} | "
-                f"{r['events_per_s']:,.0f} |")
-    lines += ["", ("| file | HTA/tracekit wall (target >= 10) | tracekit/HTA RSS (target <= 0.33) | "
-                  "tracekit peak RSS MB | verdict |"),
-              "|---|---:|---:|---:|---|"]
+            rows.append([*head, name, f"{r['wall_s']:.2f}", f"{r['peak_rss_mb']:.0f}", f"{r['mb_per_s']:.1f}",
+                         f"{r['events_per_s']:,.0f}"])
+    lines = markdown_table(
+        ["file", "JSON MB", "gz MB", "events", "tool", "wall s", "peak RSS MB", "MB/s", "events/s"], rows,
+        [False, True, True, True, False, True, True, True, True])
+    verdicts: list[list[str]] = []
     for f in files:
         tk = f["results"].get("tracekit", {})
         checks: list[str] = []
@@ -596,31 +423,28 @@ def render_markdown(files: list[dict[str, Any]], big_label: str | None) -> str:
         if f["label"] == big_label and "peak_rss_mb" in tk:
             checks.append(f"big rss < {TARGET_BIG_RSS_MB:.0f} MB "
                           + ("PASS" if tk["peak_rss_mb"] < TARGET_BIG_RSS_MB else "FAIL"))
-        lines.append(f"| {f['label']} | {_fmt(sp, '.1f')} | {_fmt(rr, '.3f')} | "
-                     f"{_fmt(tk.get('peak_rss_mb'), '.0f')} | {', '.join(checks) or 'n/a'} |")
+        verdicts.append([f["label"], fmt(sp, ".1f"), fmt(rr, ".3f"), fmt(tk.get("peak_rss_mb"), ".0f"),
+                         ", ".join(checks) or "n/a"])
+    lines += ["", *markdown_table(
+        ["file", "HTA/tracekit wall (target >= 10)", "tracekit/HTA RSS (target <= 0.33)", "tracekit peak RSS MB",
+         "verdict"], verdicts, [False, True, True, True, False])]
     return "\n".join(lines)
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = new_parser(__doc__)
     p.add_argument("--file", action="append", type=Path, default=None,
                    help=f"trace to benchmark (repeatable; default {DEFAULT_FILE})")
-    p.add_argument("--tracekit", default=None, help="tracekit command (default: .venv/bin/tracekit)")
     p.add_argument("--hta-python", default="/work/hta-venv/bin/python",
                    help="python of a venv with HolisticTraceAnalysis 0.5.0 (default %(default)s)")
     p.add_argument("--tools", default=",".join(ALL_TOOLS), help=f"comma list of {','.join(ALL_TOOLS)}")
-    p.add_argument("--repeat", type=int, default=3, help="runs per tool per file; median reported")
     p.add_argument("--big", action="store_true", help="also generate and benchmark a ~1 GB trace")
     p.add_argument("--big-source", type=Path, default=DEFAULT_FILE, help="trace replicated for --big")
     p.add_argument("--big-mb", type=float, default=1000.0, help="target uncompressed size of --big")
     p.add_argument("--hta-big", action="store_true", help="run HTA on the big trace too (needs many GB)")
     p.add_argument("--floor-big", action="store_true", help="run the json.load floor on the big trace")
     p.add_argument("--generate-only", action="store_true", help="only generate the big trace, then exit")
-    p.add_argument("--workdir", type=Path, default=DEFAULT_WORKDIR,
-                   help="cache/scratch dir for generated traces, stores, logs (default %(default)s)")
-    p.add_argument("--timeout", type=float, default=3600.0, help="per-run timeout in seconds")
-    p.add_argument("--out", type=Path, default=None, help="write JSON results here")
+    add_common_args(p)
     return p.parse_args(argv)
 
 
@@ -644,11 +468,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         big = generate_big(args.big_source, workdir, args.big_mb)  # now a cache hit
 
-    wanted = [t.strip() for t in args.tools.split(",") if t.strip()]
-    unknown = set(wanted) - set(ALL_TOOLS)
-    if unknown:
-        print(f"unknown tools: {sorted(unknown)}", file=sys.stderr)
-        return 2
+    wanted = parse_tools(args.tools, ALL_TOOLS)
     candidates: dict[str, Tool] = {
         "tracekit": TracekitTool(args.tracekit),
         "hta": HtaTool(args.hta_python),
@@ -679,25 +499,19 @@ def main(argv: Sequence[str] | None = None) -> int:
             if "error" in r:
                 print(f"\nFAILED {name} on {f['label']}: {r['error']}")
 
-    if args.out is not None:
-        report = {
-            "date": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
-            "host": {"platform": platform.platform(), "cpus": os.cpu_count(),
-                     "python": sys.version.split()[0]},
-            "repeat": args.repeat,
-            "mb": "10**6 bytes; MB/s is uncompressed JSON MB per second of whole-process wall time",
-            "targets": {"hta_over_tracekit_wall_min": TARGET_SPEEDUP,
-                        "tracekit_over_hta_rss_max": TARGET_RSS_FRACTION,
-                        "big_tracekit_rss_mb_max": TARGET_BIG_RSS_MB},
-            "versions": {t.name: t.versions() for t in tools},
-            "commands": {t.name: getattr(t, "prefix", None) or getattr(t, "python", sys.executable)
-                         for t in tools},
-            "skipped": skipped,
-            "files": files,
-            "markdown": table,
-        }
-        args.out.write_text(json.dumps(report, indent=1))
-        print(f"\nwrote {args.out}")
+    write_report(args.out, {
+        "repeat": args.repeat,
+        "mb": "10**6 bytes; MB/s is uncompressed JSON MB per second of whole-process wall time",
+        "rss": "the child's own VmHWM for Python commands (rss_source per run), else ru_maxrss",
+        "targets": {"hta_over_tracekit_wall_min": TARGET_SPEEDUP,
+                    "tracekit_over_hta_rss_max": TARGET_RSS_FRACTION,
+                    "big_tracekit_rss_mb_max": TARGET_BIG_RSS_MB},
+        "versions": {t.name: t.versions() for t in tools},
+        "commands": {t.name: getattr(t, "prefix", None) or getattr(t, "python", sys.executable) for t in tools},
+        "skipped": skipped,
+        "files": files,
+        "markdown": table,
+    })
     return 0
 
 

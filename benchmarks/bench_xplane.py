@@ -3,12 +3,12 @@
 
 What it measures
 ----------------
-The same way as ``bench_ingest.py`` (whose helpers it imports): every measured
-command runs as its own whole process (interpreter start-up, imports, parse,
-output: everything); the parent records wall time around spawn .. reap and peak
-RSS from ``os.wait4``'s ``ru_maxrss`` of exactly that child, and reports the
-median of ``--repeat`` interleaved runs (tracekit, xprof-trace_viewer, ...,
-tracekit, ...).
+The same way as ``bench_ingest.py``, through ``benchmarks/harness.py``: every
+measured command runs as its own whole process (interpreter start-up, imports,
+parse, output: everything); the parent records wall time around spawn .. reap and
+peak RSS, the child's own ``VmHWM`` (every tool here is a Python process;
+``ru_maxrss`` only where there is no ``/proc``), and reports the median of
+``--repeat`` interleaved runs (tracekit, xprof-trace_viewer, ..., tracekit, ...).
 
 Tools (``--tools``, default ``tracekit,xprof-trace_viewer,xprof-overview,xprof-hlo_stats``):
 
@@ -48,51 +48,50 @@ How to run
 
 A tool that exits non-zero is reported as FAILED with its last stderr line and
 the benchmark goes on with the other tools. The default big capture is generated
-with ``sample_traces/make_jax_sample.py --python-tracer --xla-default-codegen``
-when it does not exist (needs jax); other missing files are skipped with a message. Only the standard library is used.
+with ``tools/make_jax_sample.py --python-tracer --xla-default-codegen``
+when it does not exist (needs jax); other missing files are skipped with a message. Only the standard library is used
+(and ``harness.py`` beside this file).
 """
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import datetime as _dt
 import gzip
 import json
-import os
-import platform
-import shlex
 import shutil
 import subprocess
 import sys
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from bench_ingest import (
+from harness import (
     MB,
     REPO_ROOT,
     Sample,
     Tool,
     TracekitTool,
-    _cache_key,
-    _fmt,
-    _median,
-    _python_versions,
-    _resolve_executable,
-    run_measured,
+    add_common_args,
+    cache_key,
+    fmt,
+    markdown_table,
+    measure_side_by_side,
+    median,
+    new_parser,
+    parse_tools,
+    python_versions,
+    resolve_executable,
     select_tools,
+    summarize,
     tail,
+    tests_module,
+    write_report,
 )
 
 DEFAULT_FILES = (
     Path("/tmp/tracekit-bench/jax_cpu_pytracer.xplane.pb"),
     Path("/work/shared/corpus/xplane/xprof_tpu_v6e_inference/tpu_inference_2.xplane.pb"),
 )
-DEFAULT_WORKDIR = Path("/tmp/tracekit-bench")
 DEFAULT_XPROF_PYTHON = "/work/xprof-venv/bin/python"
 # Benchmark tool name -> XProf tool name passed to xspace_to_tool_data.
 XPROF_TOOLS = {
@@ -167,7 +166,7 @@ class XprofTool(Tool):
         self._versions: dict[str, Any] | None = None
 
     def available(self) -> tuple[bool, str]:
-        if _resolve_executable(self.python) is None:
+        if resolve_executable(self.python) is None:
             return False, f"XProf python not found: {self.python!r} (use --xprof-python)"
         if not self.versions().get("xprof"):
             return False, f"xprof is not installed for {self.python}"
@@ -198,7 +197,7 @@ class XprofTool(Tool):
 
     def versions(self) -> dict[str, Any]:
         if self._versions is None:
-            self._versions = _python_versions(self.python, ["xprof", "protobuf", "numpy"])
+            self._versions = python_versions(self.python, ["xprof", "protobuf", "numpy"])
         return self._versions
 
 
@@ -296,10 +295,10 @@ def file_facts(path: Path, workdir: Path, jax_python: str, events: int | None) -
         return facts | {"events": events, "events_from": "--events"}
     cache_file = workdir / "xplane_facts.json"
     cache: dict[str, Any] = json.loads(cache_file.read_text()) if cache_file.exists() else {}
-    key = _cache_key(path)
+    key = cache_key(path)
     if key not in cache:
         print(f"[facts] counting XEvents in {path} (once, cached) ...", flush=True)
-        n = count_xevents_jax(path, jax_python) if _resolve_executable(jax_python) else None
+        n = count_xevents_jax(path, jax_python) if resolve_executable(jax_python) else None
         how = "jax.profiler.ProfileData"
         if n is None:
             n, how = count_xevents_wire(path), "protobuf-free wire walk"
@@ -320,35 +319,8 @@ def bench_file(trace: Path, label: str, tools: list[Tool], repeat: int, workdir:
     with open(trace, "rb") as f:  # warm the page cache so run 1 is not the only cold one
         while f.read(1 << 24):
             pass
-    samples: dict[str, list[Sample]] = {t.name: [] for t in tools}
-    errors: dict[str, dict[str, str]] = {}
-    log_dir = workdir / "logs"
-    log_dir.mkdir(parents=True, exist_ok=True)
-    for i in range(repeat):
-        for tool in tools:
-            if tool.name in errors:
-                continue
-            log_path = log_dir / f"xplane-{label}-{tool.name}-{i}.log"
-            with tempfile.TemporaryDirectory(prefix=f"{tool.name}-", dir=workdir) as d:
-                run_dir = Path(d)
-                cmd = tool.command(trace, run_dir)
-                with open(log_path, "wb") as log:
-                    sample = run_measured(cmd, log, timeout_s)
-                tool.after_run(run_dir, sample)
-            if sample.returncode != 0:
-                why = failure_line(log_path)
-                errors[tool.name] = {"error": f"exit {sample.returncode}: {why}", "command": shlex.join(cmd),
-                                     "log": str(log_path), "log_tail": tail(log_path)}
-                print(f"  [{tool.name}] FAILED (exit {sample.returncode}): {why}  [log: {log_path}]",
-                      flush=True)
-                continue
-            parse = getattr(tool, "parse_log", None)
-            if parse is not None:
-                parse(log_path, sample)
-            samples[tool.name].append(sample)
-            print(f"  [{tool.name}] run {i + 1}/{repeat}: {sample.wall_s:.2f} s, "
-                  f"{sample.rss_mb:.0f} MB peak RSS, {sample.user_s + sample.sys_s:.2f} CPU s", flush=True)
-
+    measured = measure_side_by_side(trace, tools, repeat, workdir, timeout_s, f"xplane-{label}", failure_line)
+    samples, errors = measured.samples, measured.errors
     events = facts["events"]
     results: dict[str, Any] = {}
     for tool in tools:
@@ -356,19 +328,12 @@ def bench_file(trace: Path, label: str, tools: list[Tool], repeat: int, workdir:
         if tool.name in errors or not ss:
             results[tool.name] = errors.get(tool.name, {"error": "no runs"})
             continue
-        wall = _median([s.wall_s for s in ss])
-        r: dict[str, Any] = {
-            "wall_s": wall,
-            "peak_rss_mb": _median([s.rss_mb for s in ss]),
-            "cpu_s": _median([s.user_s + s.sys_s for s in ss]),
-            "events_per_s": events / wall if events else None,
-            "s_per_m_events": wall / (events / 1e6) if events else None,
-            "runs": [dataclasses.asdict(s) | {"rss_mb": s.rss_mb} for s in ss],
-        }
-        if any("store_mb" in s.extra for s in ss):
-            r["store_mb"] = _median([s.extra["store_mb"] for s in ss])
+        r: dict[str, Any] = summarize(ss)
+        wall = r["wall_s"]
+        r["events_per_s"] = events / wall if events else None
+        r["s_per_m_events"] = wall / (events / 1e6) if events else None
         if any("convert_s" in s.extra for s in ss):
-            r["in_process_convert_s"] = _median([s.extra["convert_s"] for s in ss])
+            r["in_process_convert_s"] = median(s.extra["convert_s"] for s in ss)
             r["output_chars"] = ss[-1].extra.get("output_chars")
         for key in ("reported", "files_written_next_to_input"):
             if key in ss[-1].extra:
@@ -392,24 +357,20 @@ def _short(s: str, n: int = 90) -> str:
 
 
 def render_markdown(files: list[dict[str, Any]]) -> str:
-    lines = [
-        "| file | MB | XEvents | tool | wall s | peak RSS MB | CPU s | events/s | s per M events |",
-        "|---|---:|---:|---|---:|---:|---:|---:|---:|",
-    ]
+    rows: list[list[str]] = []
     for f in files:
-        head = f"| {f['label']} | {f['bytes'] / MB:.1f} | {f['events']:,} |"
+        head = [f["label"], f"{f['bytes'] / MB:.1f}", f"{f['events']:,}"]
         for name, r in f["results"].items():
             if "error" in r:
                 why = r["error"].replace(f["path"], "FILE")
-                lines.append(f"{head} {name} | FAILED: {_short(why)} | | | | |")
+                rows.append([*head, name, f"FAILED: {_short(why)}", "", "", "", ""])
                 continue
-            lines.append(
-                f"{head} {name} | {r['wall_s']:.2f} | {r['peak_rss_mb']:.0f} | {r['cpu_s']:.2f} | "
-                f"{_fmt(r['events_per_s'], ',.0f')} | {_fmt(r['s_per_m_events'], '.2f')} |")
-    lines += ["",
-              (f"| file | tracekit s per M events (target <= {TARGET_S_PER_M_EVENTS:.1f}) | "
-               "XProf trace_viewer / tracekit wall | tracekit / XProf trace_viewer RSS | verdict |"),
-              "|---|---:|---:|---:|---|"]
+            rows.append([*head, name, f"{r['wall_s']:.2f}", f"{r['peak_rss_mb']:.0f}", f"{r['cpu_s']:.2f}",
+                         fmt(r["events_per_s"], ",.0f"), fmt(r["s_per_m_events"], ".2f")])
+    lines = markdown_table(
+        ["file", "MB", "XEvents", "tool", "wall s", "peak RSS MB", "CPU s", "events/s", "s per M events"], rows,
+        [False, True, True, False, True, True, True, True, True])
+    verdicts: list[list[str]] = []
     for f in files:
         tk = f["results"].get("tracekit", {})
         spm = tk.get("s_per_m_events")
@@ -419,19 +380,20 @@ def render_markdown(files: list[dict[str, Any]]) -> str:
                 verdict = f"n/a (under {MIN_EVENTS_FOR_VERDICT:,} events: the process's fixed cost)"
         else:
             verdict = "tracekit FAILED" if "error" in tk else "n/a"
-        lines.append(f"| {f['label']} | {_fmt(spm, '.2f')} | "
-                     f"{_fmt(f.get('xprof_over_tracekit_wall'), '.2f')} | "
-                     f"{_fmt(f.get('tracekit_over_xprof_rss'), '.2f')} | {verdict} |")
+        verdicts.append([f["label"], fmt(spm, ".2f"), fmt(f.get("xprof_over_tracekit_wall"), ".2f"),
+                         fmt(f.get("tracekit_over_xprof_rss"), ".2f"), verdict])
+    lines += ["", *markdown_table(
+        ["file", f"tracekit s per M events (target <= {TARGET_S_PER_M_EVENTS:.1f})",
+         "XProf trace_viewer / tracekit wall", "tracekit / XProf trace_viewer RSS", "verdict"], verdicts,
+        [False, True, True, True, False])]
     return "\n".join(lines)
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = new_parser(__doc__)
     p.add_argument("--file", action="append", type=Path, default=None,
                    help="xplane.pb to benchmark (repeatable; default: "
                         + ", ".join(str(f) for f in DEFAULT_FILES) + ")")
-    p.add_argument("--tracekit", default=None, help="tracekit command (default: .venv/bin/tracekit)")
     p.add_argument("--tracekit-format", default=None, help="pass --format FMT to tracekit ingest")
     p.add_argument("--xprof-python", default=DEFAULT_XPROF_PYTHON,
                    help="python of a venv with xprof installed (default %(default)s)")
@@ -441,23 +403,17 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--events", type=int, default=None,
                    help="XEvent count to use instead of counting (only with a single --file)")
     p.add_argument("--tools", default=",".join(DEFAULT_TOOLS), help=f"comma list of {','.join(ALL_TOOLS)}")
-    p.add_argument("--repeat", type=int, default=3, help="runs per tool per file; median reported")
-    p.add_argument("--workdir", type=Path, default=DEFAULT_WORKDIR,
-                   help="scratch dir for stores, file copies, logs, the event-count cache "
-                        "(default %(default)s)")
-    p.add_argument("--timeout", type=float, default=3600.0, help="per-run timeout in seconds")
-    p.add_argument("--out", type=Path, default=None, help="write JSON results here")
     p.add_argument("--synthetic", action="store_true",
                    help="benchmark the synthetic streaming files instead (issue 17; made once in --workdir "
                         "by tests/fuzz_xplane.py): 1M host lines of 3 events (77 MB), the same gzipped, "
                         "and one TPU XLA Ops line of 5M events (89 MB); tracekit only")
+    add_common_args(p)
     return p.parse_args(argv)
 
 
 def make_synthetic(workdir: Path) -> list[Path]:
     """The issue 17 streaming files, generated once (bytes streamed to disk, never held)."""
-    sys.path.insert(0, str(REPO_ROOT / "tests"))
-    from fuzz_xplane import write_synthetic
+    write_synthetic = tests_module("fuzz_xplane").write_synthetic
 
     lines, big = workdir / "synthetic_1M_lines.xplane.pb", workdir / "synthetic_5M_events_1_line.xplane.pb"
     gz = workdir / "synthetic_1M_lines.xplane.pb.gz"
@@ -475,7 +431,7 @@ def make_synthetic(workdir: Path) -> list[Path]:
 def make_python_tracer_capture(path: Path) -> None:
     """Make the default big capture (~840k XEvents: JAX on CPU with the Python tracer on) with
     the project's own sample script, as issue 3 asks for the benchmark file."""
-    script = Path(__file__).resolve().parents[1] / "sample_traces" / "make_jax_sample.py"
+    script = REPO_ROOT / "tools" / "make_jax_sample.py"
     path.parent.mkdir(parents=True, exist_ok=True)
     print(f"[big] generating {path} with {script.name} --python-tracer --xla-default-codegen")
     subprocess.run(
@@ -498,11 +454,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("--events needs exactly one --file", file=sys.stderr)
         return 2
 
-    wanted = [t.strip() for t in args.tools.split(",") if t.strip()]
-    unknown = set(wanted) - set(ALL_TOOLS)
-    if unknown:
-        print(f"unknown tools: {sorted(unknown)}", file=sys.stderr)
-        return 2
+    wanted = parse_tools(args.tools, ALL_TOOLS)
     candidates: dict[str, Tool] = {"tracekit": TracekitXplaneTool(args.tracekit, args.tracekit_format)}
     for name, xprof_tool in XPROF_TOOLS.items():
         candidates[name] = XprofTool(name, xprof_tool, args.xprof_python)
@@ -532,11 +484,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print(f"\nFAILED {name} on {f['label']}: {r['error']}\n  command: {r.get('command', '')}"
                       f"\n  log: {r.get('log', '')}")
 
-    if args.out is not None:
-        report = {
-            "date": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
-            "host": {"platform": platform.platform(), "cpus": os.cpu_count(),
-                     "python": sys.version.split()[0]},
+    write_report(args.out, {
             "repeat": args.repeat,
             "mb": "10**6 bytes of .xplane.pb; events are XEvents summed over every plane and line",
             "targets": {"tracekit_s_per_m_events_max": TARGET_S_PER_M_EVENTS},
@@ -551,9 +499,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "missing_files": missing,
             "files": files,
             "markdown": table,
-        }
-        args.out.write_text(json.dumps(report, indent=1))
-        print(f"\nwrote {args.out}")
+    })
     return 0
 
 

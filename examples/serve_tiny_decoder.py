@@ -4,10 +4,10 @@
     python examples/serve_tiny_decoder.py --port 8000
     # prints "listening on http://127.0.0.1:8000" when ready
 
-The model is the bundled samples' decoder-only transformer (``sample_traces/make_samples.py``:
+The model is the bundled samples' decoder-only transformer (``tools/make_samples.py``:
 2 layers, d_model 128, vocabulary 512, random seeded weights, nothing downloaded) with a longer
 context (1,024 positions). ``--engine jax`` serves the JAX samples' decoder instead
-(``sample_traces/make_jax_sample.py``: jitted ``prefill`` and ``decode_step``, 128 positions):
+(``tools/make_jax_sample.py``: jitted ``prefill`` and ``decode_step``, 128 positions):
 ``prefill`` compiles once per prompt length, or once per bucket (16/32/64) with ``--buckets``.
 Each request runs a real prefill of its prompt and then one decode step per output
 token with its own KV cache, on the request's server thread (no batching), and streams every
@@ -46,7 +46,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "sample_traces"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
 
 MODEL_NAME = "tiny-decoder"
 CONTEXT = 1024  # tokens (torch engine)
@@ -87,7 +87,7 @@ class Engine:
 
 
 class JaxEngine(Engine):
-    """The JAX samples' decoder (``sample_traces/make_jax_sample.py``: jitted ``prefill`` and
+    """The JAX samples' decoder (``tools/make_jax_sample.py``: jitted ``prefill`` and
     ``decode_step``, random weights), KV cache of 128 positions. ``prefill`` compiles once per
     prompt length (``buckets=False``: compile churn under varied prompts) or once per bucket of
     ``make_jax_sample.BUCKETS`` (prompts right-padded)."""

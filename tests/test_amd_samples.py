@@ -1,5 +1,5 @@
 """The bundled SYNTHETIC AMD samples (``sample_traces/amd_synthetic_*``, made by
-``sample_traces/make_amd_samples.py``): one made-up MI300X decode workload written as rocpd SQLite,
+``tools/make_amd_samples.py``): one made-up MI300X decode workload written as rocpd SQLite,
 rocprofv3 CSV, rocprofv3 JSON and RPD.
 
 Three layers of checks:
@@ -26,7 +26,7 @@ from typing import Any
 
 import duckdb
 import pytest
-from conftest import CORPUS, SAMPLES
+from conftest import CORPUS, SAMPLES, TOOLS
 
 import tracekit
 from tracekit.parsers import REGISTRY
@@ -325,7 +325,7 @@ def _dump(path: Path) -> list[str]:
 
 
 def test_generator_reproduces_the_samples(tmp_path: Path) -> None:
-    proc = subprocess.run([sys.executable, str(SAMPLES / "make_amd_samples.py"), "--outdir", str(tmp_path)],
+    proc = subprocess.run([sys.executable, str(TOOLS / "make_amd_samples.py"), "--outdir", str(tmp_path)],
                           capture_output=True, text=True, timeout=120, check=False)
     assert proc.returncode == 0, proc.stderr
     for rel in ("amd_synthetic_results.json", "amd_synthetic_expected.json",

@@ -9,15 +9,15 @@ import math
 
 import numpy as np
 import pytest
-
-from tracekit.check.gate import CheckConfig, MetricRule, Series, history_changes, pr_verdict
-from tracekit.check.simulate import (
+from check_simulation import (  # benchmarks/ (on the path through conftest.py)
     clopper_pearson,
     detection_rate,
     false_alert_rate,
     noisy,
     pr_rates,
 )
+
+from tracekit.check.gate import CheckConfig, MetricRule, Series, history_changes, pr_verdict
 from tracekit.check.stats import (
     CHANGE_POINT_DETECTORS,
     TWO_SAMPLE_TESTS,

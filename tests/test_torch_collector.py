@@ -4,7 +4,7 @@ store, checked against what was run and against the exported JSON itself; the bu
 when torch is missing.
 
 Every expected number is derived independently of tracekit: from the shapes of the tensors the
-test multiplies, from the model configuration of ``sample_traces/make_samples.py``, or by reading
+test multiplies, from the model configuration of ``tools/make_samples.py``, or by reading
 the trace JSON with the standard library.
 """
 
@@ -24,7 +24,7 @@ from typing import Any
 import duckdb
 import pytest
 import torch
-from conftest import ROOT, SAMPLES
+from conftest import ROOT, SAMPLES, TOOLS
 
 import tracekit
 from tracekit.collectors import torch_profile
@@ -238,7 +238,7 @@ def test_capture_event_accounting(captured_store: tuple[Path, str], capture: dic
 
 
 # ---------------------------------------------------------------------------------------------
-# 2. The bundled sample (config of sample_traces/make_samples.py)
+# 2. The bundled sample (config of tools/make_samples.py)
 
 SAMPLE = SAMPLES / "cpu_tiny_decoder_prefill_decode.pt.trace.json.gz"
 BATCH, PROMPT_LEN, DECODE_STEPS = 2, 48, 16
@@ -415,7 +415,7 @@ def test_make_samples_recaptures_the_bundled_sample(tmp_path: Path) -> None:
 
     out = tmp_path / "recaptured.pt.trace.json.gz"
     res = subprocess.run(
-        [sys.executable, str(ROOT / "sample_traces" / "make_samples.py"), "--output", str(out)],
+        [sys.executable, str(TOOLS / "make_samples.py"), "--output", str(out)],
         capture_output=True, text=True, timeout=300, check=False,
     )
     assert res.returncode == 0, res.stderr

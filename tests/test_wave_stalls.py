@@ -414,7 +414,7 @@ def test_rocprofv3_line_fits_one_pass() -> None:
     assert sum(c.startswith("SQ_") for c in pmc) <= 8 and sum(c.startswith("GRBM_") for c in pmc) <= 2
 
 
-# ---- PC-sampling stall-reason histograms (SYNTHETIC samples: sample_traces/make_amd_pc_samples.py) ----
+# ---- PC-sampling stall-reason histograms (SYNTHETIC samples: tools/make_amd_pc_samples.py) ----
 
 PC_CSV = SAMPLES / "amd_synthetic_pc_csv"
 PC_ROCPD = SAMPLES / "amd_synthetic_pc_rocpd" / "27182_results.db"

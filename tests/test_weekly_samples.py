@@ -1,4 +1,4 @@
-"""The weekly-review samples (``sample_traces/weekly``, made by ``make_weekly_samples.py``) and
+"""The weekly-review samples (``sample_traces/weekly``, made by ``tools/make_weekly_samples.py``) and
 ``tracekit ingest --captured-at``: sizes stay small, each sample is a run directory (trace and
 request log), the dates land in ``runs.captured_at``, the bucketing runs carry the padding the
 capture really did, and the request logs become the ``serving`` metrics (TTFT/TPOT/tokens per s)."""
@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -79,8 +78,7 @@ def test_ingest_captured_at_option(tmp_path: Path) -> None:
 
 
 def test_weekly_ingest_dates_padding_and_serving_metrics(tmp_path: Path) -> None:
-    sys.path.insert(0, str(SAMPLES))
-    import make_weekly_samples
+    import make_weekly_samples  # tools/ (on the path through conftest.py)
 
     store = tmp_path / "w.duckdb"
     ids = make_weekly_samples.ingest(store)

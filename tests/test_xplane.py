@@ -13,7 +13,7 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from conftest import CORPUS, SAMPLES
+from conftest import CORPUS, SAMPLES, TOOLS
 from helpers import run_cli, sha256
 
 import tracekit
@@ -312,7 +312,7 @@ def test_make_jax_sample_recaptures_the_bundled_sample(tmp_path: Path) -> None:
 
     out = tmp_path / "re.xplane.pb.gz"
     res = subprocess.run(
-        [sys.executable, str(SAMPLES / "make_jax_sample.py"), "--output", str(out)],
+        [sys.executable, str(TOOLS / "make_jax_sample.py"), "--output", str(out)],
         capture_output=True, text=True, timeout=300, check=False,
     )
     assert res.returncode == 0, res.stderr[-2000:]
@@ -366,7 +366,7 @@ def test_python_tracer_events_counted_or_stored(tmp_path: Path, monkeypatch: pyt
 
     out = tmp_path / "py.xplane.pb.gz"
     res = subprocess.run(
-        [sys.executable, str(SAMPLES / "make_jax_sample.py"), "--python-tracer", "--requests", "1",
+        [sys.executable, str(TOOLS / "make_jax_sample.py"), "--python-tracer", "--requests", "1",
          "--output", str(out)],
         capture_output=True, text=True, timeout=300, check=False,
     )

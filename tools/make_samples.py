@@ -3,7 +3,7 @@
 
 Run from the repository root::
 
-    python sample_traces/make_samples.py
+    python tools/make_samples.py
 
 It builds a tiny decoder-only transformer in plain torch (random, seeded
 weights; nothing is downloaded), runs one batched greedy generation on the CPU
@@ -43,7 +43,7 @@ from torch import Tensor, nn
 
 from tracekit.collectors import torch_profile
 
-OUTPUT = HERE / "cpu_tiny_decoder_prefill_decode.pt.trace.json.gz"
+OUTPUT = HERE.parent / "sample_traces" / "cpu_tiny_decoder_prefill_decode.pt.trace.json.gz"
 SEED = 0
 BATCH = 2
 PROMPT_LEN = 48
@@ -200,7 +200,7 @@ def summarize(path: Path) -> collections.Counter:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="Re-capture the bundled CPU sample trace.")
-    parser.add_argument("--output", type=Path, default=OUTPUT, help=f"where to write it [default: {OUTPUT.name} here]")
+    parser.add_argument("--output", type=Path, default=OUTPUT, help=f"where to write it [default: sample_traces/{OUTPUT.name}]")
     output: Path = parser.parse_args(argv).output.resolve()
     torch.manual_seed(SEED)
     torch.set_num_threads(1)

@@ -5,8 +5,8 @@ spread over past weeks.
 
 Two commands, from the repository root::
 
-    python sample_traces/make_weekly_samples.py capture          # needs torch; re-captures
-    python sample_traces/make_weekly_samples.py ingest [--store S]  # tracekit only
+    python tools/make_weekly_samples.py capture [--outdir D]  # needs torch; re-captures
+    python tools/make_weekly_samples.py ingest [--store S]  # tracekit only
 
 ``capture`` runs the tiny decoder of ``make_samples.py`` (same model, seeded weights, CPU, one
 thread) once per entry of :data:`WEEKS`: two requests batches ("rounds") of ``batch`` prompts
@@ -57,7 +57,7 @@ if TYPE_CHECKING:
     from tracekit.collectors.load import RequestRecord
 
 HERE = Path(__file__).resolve().parent
-OUT_DIR = HERE / "weekly"
+OUT_DIR = HERE.parent / "sample_traces" / "weekly"
 MANIFEST = OUT_DIR / "manifest.json"
 WORKLOAD = "tiny-decoder-cpu"
 PROMPT_LENS = (37, 45)  # real prompt tokens of the two rounds
@@ -92,7 +92,8 @@ def round_requests(start_ns: int, token_ns: Sequence[int], *, batch: int, prompt
             for j in range(batch)]
 
 
-def capture() -> None:
+def capture(out_dir: Path = OUT_DIR) -> None:
+    """Re-capture the six runs into ``out_dir`` (one directory each, and ``manifest.json``)."""
     sys.path.insert(0, str(HERE))
     sys.path.insert(0, str(HERE.parent))
     import torch
@@ -125,7 +126,7 @@ def capture() -> None:
                                       first_id=len(records))
         return records
 
-    OUT_DIR.mkdir(exist_ok=True)
+    out_dir.mkdir(parents=True, exist_ok=True)
     torch.set_num_threads(1)
     entries = []
     for when, batch, bucket in WEEKS:
@@ -140,7 +141,7 @@ def capture() -> None:
                 p = torch.cat([torch.zeros(batch, bucket - n, dtype=p.dtype), p], dim=1)  # left padding
             prompts.append(p)
         name = run_name(batch, bucket)
-        run_dir = OUT_DIR / name
+        run_dir = out_dir / name
         if run_dir.exists():
             shutil.rmtree(run_dir)
         run_dir.mkdir()
@@ -166,7 +167,7 @@ def capture() -> None:
                    f"{torch.__version__}), each a directory with the trace and the request log of the same "
                    "run; captured_at is assigned per entry for the weekly review.",
            "runs": entries}
-    MANIFEST.write_text(json.dumps(doc, indent=1) + "\n")
+    (out_dir / MANIFEST.name).write_text(json.dumps(doc, indent=1) + "\n")
 
 
 def ingest(store: Path | None) -> list[str]:
@@ -187,12 +188,13 @@ def ingest(store: Path | None) -> list[str]:
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     sub = p.add_subparsers(dest="cmd", required=True)
-    sub.add_parser("capture", help="re-capture the weekly samples (needs torch)")
+    cap = sub.add_parser("capture", help="re-capture the weekly samples (needs torch)")
+    cap.add_argument("--outdir", type=Path, default=OUT_DIR, help="where to write them [default: sample_traces/weekly]")
     ing = sub.add_parser("ingest", help="ingest the weekly samples with their capture dates and analyze them")
     ing.add_argument("--store", type=Path, default=None, help="store [default: $TRACEKIT_STORE or ./tracekit.duckdb]")
     args = p.parse_args(argv)
     if args.cmd == "capture":
-        capture()
+        capture(args.outdir)
     else:
         for rid in ingest(args.store):
             print(rid)

@@ -3,8 +3,8 @@
 
 Run from the repository root::
 
-    python sample_traces/make_jax_sample.py          # -> jax_cpu_decode_recompile.xplane.pb.gz here
-    python sample_traces/make_jax_sample.py --python-tracer --xla-default-codegen \
+    python tools/make_jax_sample.py          # -> sample_traces/jax_cpu_decode_recompile.xplane.pb.gz
+    python tools/make_jax_sample.py --python-tracer --xla-default-codegen \
         --output /tmp/tracekit-bench/jax_cpu_pytracer.xplane.pb   # ~0.84 M events, ~14.5 MB
 
 It builds a tiny decoder-only transformer in plain :mod:`jax.numpy` (random
@@ -67,7 +67,7 @@ import jax.numpy as jnp
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
-OUTPUT = HERE / "jax_cpu_decode_recompile.xplane.pb.gz"
+OUTPUT = HERE.parent / "sample_traces" / "jax_cpu_decode_recompile.xplane.pb.gz"
 
 SEED = 0
 BUCKETS: tuple[int, ...] = (16, 32, 64)
@@ -341,7 +341,7 @@ def summarize(path: Path) -> tuple[collections.Counter[str], collections.Counter
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="Capture the bundled JAX CPU xplane sample.")
     parser.add_argument(
-        "--output", type=Path, default=OUTPUT, help=f"where to write it [default: {OUTPUT.name} here]"
+        "--output", type=Path, default=OUTPUT, help=f"where to write it [default: sample_traces/{OUTPUT.name}]"
     )
     parser.add_argument(
         "--python-tracer",

@@ -9,7 +9,7 @@ the cache. The capture shows dynamo's compile spans (``entire_frame_compile``,
 ``backend_compile``, ``inductor_compile``, …), their ``compile_id=…`` markers, and the
 ``Torch-Compiled Region: 0/N`` executions. Needs torch and a C++ compiler (Inductor's CPU backend).
 
-Usage: ``python sample_traces/make_torch_compile_sample.py [--output PATH]``
+Usage: ``python tools/make_torch_compile_sample.py [--output PATH]``
 """
 
 from __future__ import annotations
@@ -27,13 +27,13 @@ sys.path.insert(0, str(HERE.parent))
 
 from tracekit.collectors import torch_profile
 
-OUTPUT = HERE / "cpu_torch_compile_recompile.pt.trace.json.gz"
+OUTPUT = HERE.parent / "sample_traces" / "cpu_torch_compile_recompile.pt.trace.json.gz"
 BATCHES = (8, 8, 16, 16)
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--output", type=Path, default=OUTPUT, help=f"where to write it [default: {OUTPUT.name} here]")
+    parser.add_argument("--output", type=Path, default=OUTPUT, help=f"where to write it [default: sample_traces/{OUTPUT.name}]")
     output: Path = parser.parse_args(argv).output.resolve()
     torch.manual_seed(0)
     torch.set_num_threads(1)

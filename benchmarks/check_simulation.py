@@ -1,5 +1,7 @@
 """Calibration by simulation: how often ``tracekit check`` alerts on noise, and how soon it sees a
-real step. Used by ``benchmarks/bench_check.py`` (the figures in docs/MATH.md) and by the tests.
+real step. Used by ``benchmarks/bench_check.py`` (the figures in docs/MATH.md) and by
+``tests/test_check_stats.py`` (which import it as ``check_simulation``; ``tests/conftest.py`` puts
+``benchmarks/`` on the import path). Not part of the package.
 
 A history is one metric (lower is better, e.g. device time in ms, level 100) over runs of one
 workload. Run-to-run noise models (:data:`NOISE_MODELS`), all multiplicative:

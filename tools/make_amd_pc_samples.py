@@ -4,8 +4,8 @@
 
 Run from the repository root (Python standard library only, nothing is downloaded)::
 
-    python sample_traces/make_amd_pc_samples.py                 # -> sample_traces/
-    python sample_traces/make_amd_pc_samples.py --outdir /tmp/x
+    python tools/make_amd_pc_samples.py                 # -> sample_traces/
+    python tools/make_amd_pc_samples.py --outdir /tmp/x
 
 **Nothing here was measured**: we cannot capture on AMD hardware here. The files have the layout
 ``rocprofv3 --pc-sampling-beta-enabled --pc-sampling-method stochastic|host_trap --kernel-trace``
@@ -251,8 +251,8 @@ def write_rocpd(base: ModuleType, w: Any, samples: list[dict[str, Any]], path: P
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="Write the SYNTHETIC AMD PC-sampling samples (rocpd + CSV)")
-    parser.add_argument("--outdir", type=Path, default=Path(__file__).resolve().parent,
-                        help="output directory (default: the directory of this script, sample_traces/)")
+    parser.add_argument("--outdir", type=Path, default=Path(__file__).resolve().parents[1] / "sample_traces",
+                        help="output directory (default: the repository's sample_traces/)")
     args = parser.parse_args(argv)
     base = _base()
     w = base.make_workload()
