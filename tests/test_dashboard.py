@@ -1,7 +1,7 @@
 """The Dash dashboard (issue 7), driven by a real headless Chromium (Debian's ``/usr/bin/chromium``
 and ``chromedriver`` through Selenium) against ``tracekit dashboard`` serving a store that holds
 the project's samples: the bundled CPU, JAX and AMD captures and the weekly captures of
-``sample_traces/make_weekly_samples.py``, all analyzed. Every expected number is read from the
+``tools/make_weekly_samples.py``, all analyzed. Every expected number is read from the
 store with SQL of its own, never from the dashboard's code. Screenshots go to
 ``test-artifacts/dashboard/``.
 """
@@ -67,11 +67,10 @@ def _run_id(store: Path, source: Path) -> str:
 
 @pytest.fixture(scope="module")
 def sample_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    import make_weekly_samples  # tools/ (on the path through conftest.py)
+
     import tracekit
     from tracekit.api import analyze_runs
-
-    sys.path.insert(0, str(SAMPLES))
-    import make_weekly_samples
 
     store = tmp_path_factory.mktemp("dash") / "samples.duckdb"
     tracekit.ingest([DECODER, SAMPLES / "cpu_torch_compile_recompile.pt.trace.json.gz", JAX, ROCPD, RPD], store)
@@ -356,7 +355,7 @@ def test_run_page_findings_compiles_roofline(browser: webdriver.Chrome, server: 
 
     run = _run_id(sample_store, DECODER)
     _open(browser, server + f"/run?run={run}", "#roofline .scatterlayer .point")
-    from tracekit.report import roofline_points
+    from tracekit.report_data import roofline_points
 
     with duckdb.connect(str(sample_store), read_only=True) as con:  # the report's costed op names
         ops = len(roofline_points(con, run))
@@ -385,14 +384,20 @@ def test_bad_url_parameters_show_a_message_not_a_traceback(browser: webdriver.Ch
     assert "Traceback" not in browser.page_source
 
 
-def test_perfetto_download(server: str, sample_store: Path) -> None:
+def test_perfetto_download(server: str, sample_store: Path, tmp_path: Path) -> None:
+    from tracekit.exports import export_perfetto
+
     run = _run_id(sample_store, ROCPD)
     with urllib.request.urlopen(f"{server}/download/perfetto/{run}.json", timeout=60) as r:
         assert r.status == 200
         assert "attachment" in r.headers["Content-Disposition"]
-        doc = json.loads(r.read())
+        body = r.read()
+    doc = json.loads(body)
     kernels = _sql(sample_store, "SELECT count(*) FROM kernels WHERE run_id = ?", [run])[0][0]
     assert doc["metadata"]["counts"]["kernels"] == kernels == 58
+    # the download is the file `tracekit export` writes for the run, byte for byte
+    export_perfetto(run, tmp_path / "export.json", sample_store)
+    assert body == (tmp_path / "export.json").read_bytes()
     with pytest.raises(urllib.error.HTTPError) as exc:
         urllib.request.urlopen(f"{server}/download/perfetto/deadbeef0000.json", timeout=30)
     assert exc.value.code == 404

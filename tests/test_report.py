@@ -22,7 +22,7 @@ from helpers import run_cli
 import tracekit
 from tracekit import formatting as fmt
 from tracekit.analysis.categories import category_case_sql
-from tracekit.report import render_report
+from tracekit.exports import render_report
 
 TPU = CORPUS / "xplane" / "xprof_tpu_v6e_inference" / "tpu_inference_2.xplane.pb"
 JAX = SAMPLES / "jax_cpu_decode_recompile.xplane.pb.gz"

@@ -9,7 +9,8 @@ URL scheme (every filter and selection is a query parameter, so a view can be pa
 * ``/weekly`` — Weekly review: ``workload``, ``week`` (a Monday, ``YYYY-MM-DD``; default latest).
 * ``/run`` — one run: ``run``.
 * ``/compare`` — two runs: ``a`` (baseline), ``b``.
-* ``/download/perfetto/<run>.json`` — the run's Chrome-trace export (:func:`tracekit.api.export_perfetto`).
+* ``/download/perfetto/<run>.json`` — the run's Chrome-trace export
+  (:func:`tracekit.present.perfetto.write_chrome_trace`).
 
 Unknown pages, unknown run ids and malformed parameters render a one-line message on the page
 (``id="page-error"``), never a traceback.
@@ -18,6 +19,7 @@ Unknown pages, unknown run ids and malformed parameters render a one-line messag
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import os
 import re
 import tempfile
@@ -35,7 +37,7 @@ from tracekit import formatting as fmt
 from tracekit.dashboard import data
 from tracekit.errors import StoreLockedError, TracekitError
 from tracekit.names import short_kernel_names
-from tracekit.store import close, connect
+from tracekit.store import close, connect, open_store
 
 #: Seconds a page waits for the store while an ingest (the one writer) holds it, before it shows
 #: :data:`BUSY_MESSAGE` instead of hanging; TRACEKIT_DASHBOARD_LOCK_TIMEOUT overrides it.
@@ -332,7 +334,8 @@ def _bar(x: list[Any], y: list[Any], title: str, ylabel: str) -> dict[str, Any]:
 
 
 def page_run(con: duckdb.DuckDBPyConnection, params: dict[str, list[str]]) -> list[Any]:
-    from tracekit.report import collect, roofline_figure
+    from tracekit.present.figures import roofline_figure
+    from tracekit.report_data import collect
 
     rid = _run_param(con, params, "run")
     rep = collect(con, rid)
@@ -384,7 +387,7 @@ def page_run(con: duckdb.DuckDBPyConnection, params: dict[str, list[str]]) -> li
                       style_cell_conditional=[{"if": {"column_id": c}, "textAlign": "right"} for c in rep.top.numeric]))
     out.append(html.H3("Where the device time went"))
     if ov.classes:
-        from tracekit.report import class_figure
+        from tracekit.present.figures import class_figure
 
         out.append(dcc.Graph(id="run-categories", figure=class_figure(rep), config=_GRAPH_CONFIG))
     out.append(_note(rep.categories.note))
@@ -442,7 +445,7 @@ def page_run(con: duckdb.DuckDBPyConnection, params: dict[str, list[str]]) -> li
 
 
 def page_compare(con: duckdb.DuckDBPyConnection, params: dict[str, list[str]], store: Path) -> list[Any]:
-    from tracekit.api import compare_runs
+    from tracekit.compare import compare_runs
 
     choices = data.run_choices(con)
     a_text, b_text = _one(params, "a"), _one(params, "b")
@@ -588,14 +591,16 @@ def create_app(store: str | Path) -> dash.Dash:
         _to_url(("a", "b")))
 
     def perfetto(run_id: str) -> Response:
-        from tracekit.api import export_perfetto
+        from tracekit.present.perfetto import write_chrome_trace
 
         if not _RUN_ID.match(run_id):
             abort(404)
         fd, tmp = tempfile.mkstemp(prefix="tracekit-perfetto-", suffix=".json")
         os.close(fd)
         try:
-            export_perfetto(run_id, tmp, store_path, force=True)  # our own empty temp file
+            with open_store(store_path, read_only=True) as con:  # into our own empty temp file
+                write_chrome_trace(con, run_id, functools.partial(open, tmp, "w", encoding="utf-8"),
+                                   store_path=store_path)
             fh = open(tmp, "rb")  # noqa: SIM115 - handed to the response, closed by it
         except TracekitError:
             abort(404)
