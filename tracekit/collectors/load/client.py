@@ -1,18 +1,16 @@
-"""Load driver: streaming requests against an OpenAI-compatible endpoint, timed per token.
+"""Load client: streaming requests against an OpenAI-compatible endpoint, timed per token.
 
 :func:`run_load` drives ``/v1/completions`` or ``/v1/chat/completions`` with ``"stream": true``
 from N closed-loop workers (``concurrency``) or with Poisson arrivals (``rate_rps``) for
-``duration_s`` seconds and returns one :class:`RequestRecord` per request;
-:func:`tracekit.api.store_requests` puts them in a run (the ``requests`` view) and the
-``serving`` analyzer turns them into metrics. docs/capture.md ("Load driver and request
-metrics") documents the options and the definitions; in short:
+``duration_s`` seconds and returns one :class:`~tracekit.request_rows.RequestRecord` per request
+(in a :class:`~tracekit.collectors.load.records.LoadResult`). docs/capture.md ("Load driver and
+request metrics") documents the options and the definitions; in short:
 
 * **TTFT** (ns): from just before the request is sent (connection set-up included) to the
   arrival of the first SSE chunk that carries generated text.
 * **ITL** (ns list): the gaps between successive text-carrying chunks (one per token when the
   server streams token by token).
 * **e2e** (ns): from just before the request is sent to the end of the stream (``data: [DONE]``).
-* **TPOT** (ns): ``(e2e − ttft) / (output_tokens − 1)``, for requests with ≥ 2 output tokens.
 * **Token counts**: the ``usage`` chunk the server sends when asked with
   ``stream_options: {"include_usage": true}`` (``token_count_source = "usage"``); without it,
   output tokens are the text-carrying chunks and prompt tokens the prompt's whitespace-separated
@@ -32,39 +30,22 @@ import socket
 import ssl
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 from urllib.parse import urlsplit
 
+from tracekit.collectors.load.prompts import VOCAB, LengthDist, Prompt, parse_length_dist, read_prompts
+from tracekit.collectors.load.records import LoadResult
 from tracekit.errors import LoadInputError
-
-if TYPE_CHECKING:  # pragma: no cover
-    import duckdb
+from tracekit.request_rows import RequestRecord
 
 Endpoint = Literal["completions", "chat"]
 
-#: Words generated prompts are made of: common English words that BPE tokenizers of the usual
-#: LLM families (Llama, Qwen, Mistral, GPT) encode as one token each when preceded by a space,
-#: so a prompt of N words is about N tokens (plus the tokenizer's BOS/template tokens).
-_VOCAB_TEXT = """the of and to in is was for on that with as by at from his her they this had are not be
-    but were which one all their she there been has have when who will more no if out so said what
-    up its about into than them can only other new some could time these two may then do first any
-    my now such like our over man me even most made after also did many before must through back
-    years where much your way well down should because each just those people how too little state
-    good very make world still own see men work long get here between both life being under never
-    day same another know while last might us great old year off come since against go came right
-    used take three small large next early young important few public bad able high old best sure
-    house water room light story point fact group place hand part case week company system program
-    question number night area money study book eye job word business issue side kind head far
-    black long white line end city force car field deal game form music war level"""
-VOCAB: tuple[str, ...] = tuple(dict.fromkeys(_VOCAB_TEXT.split()))
-
 #: How often run_load calls ``on_progress`` (s).
 PROGRESS_INTERVAL_S = 0.5
-#: Most prompt tokens a length distribution may draw.
-MAX_PROMPT_TOKENS = 1_000_000
+
 
 
 # --------------------------------------------------------------------------------------------
@@ -102,119 +83,6 @@ class LoadSpec:
     timeout_s: float = 60.0
     seed: int = 0
     extra_body: Mapping[str, Any] | None = None
-
-
-@dataclass(frozen=True)
-class LengthDist:
-    """A prompt-length distribution in tokens; see :func:`parse_length_dist`."""
-
-    kind: Literal["fixed", "uniform", "normal", "lognormal"]
-    a: float
-    b: float = 0.0
-
-    def sample(self, rng: random.Random) -> int:
-        """One length (tokens, ≥ 1, ≤ :data:`MAX_PROMPT_TOKENS`)."""
-        if self.kind == "fixed":
-            x = self.a
-        elif self.kind == "uniform":
-            x = rng.randint(int(self.a), int(self.b))
-        elif self.kind == "normal":
-            x = rng.gauss(self.a, self.b)
-        else:
-            x = self.a * math.exp(self.b * rng.gauss(0.0, 1.0))
-        return max(1, min(MAX_PROMPT_TOKENS, round(x)))
-
-
-_DIST_HELP = ("expected fixed:N, uniform:LOW:HIGH, normal:MEAN:STDDEV or lognormal:MEDIAN:SIGMA "
-              "(tokens; N, LOW, HIGH, MEAN, MEDIAN ≥ 1)")
-
-
-def parse_length_dist(spec: str) -> LengthDist:
-    """Parse a prompt-length spec (tokens).
-
-    ``N`` or ``fixed:N``: every prompt N tokens. ``uniform:LOW:HIGH``: integers LOW..HIGH
-    inclusive, equally likely. ``normal:MEAN:STDDEV``: Gaussian, rounded. ``lognormal:MEDIAN:SIGMA``:
-    ``MEDIAN·exp(SIGMA·Z)``, Z standard normal, rounded (SIGMA is the standard deviation of the
-    log-length; 0.5 gives p95/p50 ≈ 2.3). Draws are clamped to 1..:data:`MAX_PROMPT_TOKENS`.
-    Raises :class:`LoadInputError` naming the spec.
-    """
-    parts = spec.strip().split(":")
-    try:
-        nums = [float(p) for p in parts[1:]] if len(parts) > 1 else [float(parts[0])]
-    except ValueError:
-        raise LoadInputError(spec, f"bad length distribution: {_DIST_HELP}") from None
-    kind = parts[0].lower() if len(parts) > 1 else "fixed"
-    arity = {"fixed": 1, "uniform": 2, "normal": 2, "lognormal": 2}
-    if kind not in arity or len(nums) != arity[kind] or not all(math.isfinite(x) for x in nums):
-        raise LoadInputError(spec, f"bad length distribution: {_DIST_HELP}")
-    a = nums[0]
-    b = nums[1] if len(nums) > 1 else 0.0
-    if a < 1 or (kind == "uniform" and (b < a or a != int(a) or b != int(b))) or (
-        kind in ("normal", "lognormal") and b < 0
-    ) or (kind == "fixed" and a != int(a)):
-        raise LoadInputError(spec, f"bad length distribution: {_DIST_HELP}")
-    return LengthDist(kind, a, b)  # type: ignore[arg-type]
-
-
-@dataclass(frozen=True)
-class Prompt:
-    """One request's input: ``text`` (completions) or ``messages`` (chat), with its own
-    ``max_tokens`` (None: the spec's) and ``est_tokens``, its whitespace-separated word count."""
-
-    text: str | None
-    messages: tuple[Mapping[str, Any], ...] | None
-    max_tokens: int | None
-    est_tokens: int
-
-
-def _prompt(text: str | None, messages: Sequence[Mapping[str, Any]] | None, max_tokens: int | None) -> Prompt:
-    words = (text or "").split() if messages is None else [
-        w for m in messages for w in str(m.get("content") or "").split()
-    ]
-    return Prompt(text, tuple(messages) if messages is not None else None, max_tokens, len(words))
-
-
-def read_prompts(path: str | Path) -> list[Prompt]:
-    """Prompts of a file: JSONL (a ``.jsonl`` name, or a first non-blank line starting with ``{``)
-    with ``prompt`` (string) or ``messages`` (list of ``{"role", "content"}``) and optional
-    ``max_tokens`` (positive integer) per line; otherwise one prompt per non-blank line.
-    Raises :class:`LoadInputError` naming the file (and the line) on anything else."""
-    src = Path(path)
-    try:
-        text = src.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        raise LoadInputError(src, f"cannot read prompts file: {reason}") from None
-    lines = [(n, line) for n, line in enumerate(text.splitlines(), 1) if line.strip()]
-    if not lines:
-        raise LoadInputError(src, "no prompts in the file")
-    if not (src.suffix.lower() == ".jsonl" or lines[0][1].lstrip().startswith("{")):
-        return [_prompt(line.strip(), None, None) for _, line in lines]
-    out: list[Prompt] = []
-    for n, line in lines:
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise LoadInputError(src, f"line {n}: not JSON: {exc.msg}") from None
-        if not isinstance(obj, dict):
-            raise LoadInputError(src, f"line {n}: expected a JSON object with 'prompt' or 'messages'")
-        prompt, messages, max_tokens = obj.get("prompt"), obj.get("messages"), obj.get("max_tokens")
-        if max_tokens is not None and (isinstance(max_tokens, bool) or not isinstance(max_tokens, int)
-                                       or max_tokens < 1):
-            raise LoadInputError(src, f"line {n}: max_tokens must be a positive integer, got {max_tokens!r}")
-        if isinstance(prompt, str):
-            out.append(_prompt(prompt, None, max_tokens))
-        elif isinstance(messages, list) and messages and all(
-            isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str)
-            for m in messages
-        ):
-            out.append(_prompt(None, messages, max_tokens))
-        else:
-            raise LoadInputError(
-                src, f"line {n}: expected 'prompt' (a string) or 'messages' (a non-empty list of "
-                "{\"role\": ..., \"content\": ...} objects with string values)"
-            )
-    return out
 
 
 @dataclass(frozen=True)
@@ -286,37 +154,7 @@ def _served_model(t: _Target, timeout_s: float) -> str | None:
 
 
 # --------------------------------------------------------------------------------------------
-# Results
-
-
-@dataclass
-class RequestRecord:
-    """One request. Times are integer ns; ``start_ns`` is Unix time (``time.time_ns()``) just
-    before the request is sent, the others are durations from that instant (monotonic clock).
-
-    ``ttft_ns``: to the first text-carrying chunk (None if none arrived). ``itl_ns``: gaps between
-    successive text-carrying chunks. ``e2e_ns``: to the end of the stream, or to the failure.
-    ``prompt_tokens``/``output_tokens``: from the usage chunk, else counted
-    (``token_count_source``: ``"usage"`` or ``"counted"``). ``status``: HTTP status (None when no
-    response came). ``error``: None for a complete stream, else why it failed."""
-
-    request_id: int
-    start_ns: int
-    ttft_ns: int | None
-    itl_ns: list[int]
-    e2e_ns: int
-    prompt_tokens: int | None
-    output_tokens: int
-    status: int | None
-    error: str | None
-    token_count_source: Literal["usage", "counted"]
-
-    @property
-    def tpot_ns(self) -> float | None:
-        """Time per output token after the first (ns): ``(e2e − ttft) / (output_tokens − 1)``."""
-        if self.error is not None or self.ttft_ns is None or self.output_tokens < 2:
-            return None
-        return (self.e2e_ns - self.ttft_ns) / (self.output_tokens - 1)
+# The driver
 
 
 @dataclass(frozen=True)
@@ -331,103 +169,6 @@ class LoadProgress:
     output_tokens: int
     requests_sent: int
     in_flight: int
-
-
-@dataclass(frozen=True)
-class Percentiles:
-    """p50/p95/p99 in ms (linear interpolation between order statistics, as DuckDB's
-    ``quantile_cont`` and numpy's default); None without samples."""
-
-    p50: float | None
-    p95: float | None
-    p99: float | None
-
-
-def quantile(values: Sequence[float], q: float) -> float | None:
-    """The ``q`` quantile (0..1) with linear interpolation (``quantile_cont``); None if empty."""
-    if not values:
-        return None
-    xs = sorted(values)
-    pos = q * (len(xs) - 1)
-    lo = math.floor(pos)
-    hi = min(lo + 1, len(xs) - 1)
-    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
-
-
-def _pct_ms(values_ns: Sequence[float]) -> Percentiles:
-    p = [quantile(values_ns, q) for q in (0.5, 0.95, 0.99)]
-    return Percentiles(*(None if x is None else x / 1e6 for x in p))
-
-
-@dataclass(frozen=True)
-class LoadSummary:
-    """Aggregates of a load run. Latencies in ms over the requests without error (ITL: all their
-    gaps pooled); ``window_s``: first request start to last request end (s); throughputs are
-    successful requests' output tokens and successful requests per second of that window;
-    ``error_rate``: errors / requests (0..1)."""
-
-    requests: int
-    errors: int
-    output_tokens: int
-    window_s: float
-    ttft_ms: Percentiles
-    tpot_ms: Percentiles
-    itl_ms: Percentiles
-    e2e_ms: Percentiles
-    output_tokens_per_s: float | None
-    requests_per_s: float | None
-    error_rate: float | None
-
-    def as_dict(self) -> dict[str, Any]:
-        """Flat dict: ``ttft_p50_ms``, …, ``output_tokens_per_s``, ``requests_per_s``, …"""
-        out: dict[str, Any] = {k: getattr(self, k) for k in ("requests", "errors", "output_tokens", "window_s")}
-        for name in ("ttft", "tpot", "itl", "e2e"):
-            p: Percentiles = getattr(self, f"{name}_ms")
-            out.update({f"{name}_p50_ms": p.p50, f"{name}_p95_ms": p.p95, f"{name}_p99_ms": p.p99})
-        out.update(output_tokens_per_s=self.output_tokens_per_s, requests_per_s=self.requests_per_s,
-                   error_rate=self.error_rate)
-        return out
-
-
-@dataclass
-class LoadResult:
-    """A finished load: ``started_ns``/``ended_ns`` (Unix ns) bound the whole load (first send to
-    last request ended), ``records`` are sorted by request id. ``cancelled``: requests cut off by
-    ``stop`` (not in ``records``). ``model`` and ``url``: what was sent where."""
-
-    spec: LoadSpec
-    started_ns: int
-    ended_ns: int
-    records: list[RequestRecord] = field(default_factory=list)
-    cancelled: int = 0
-    model: str | None = None
-
-    def summary(self) -> LoadSummary:
-        """p50/p95/p99 of TTFT, TPOT, ITL and e2e, throughput and errors (see :class:`LoadSummary`);
-        the same definitions as the ``serving`` analyzer's metrics."""
-        recs = self.records
-        ok = [r for r in recs if r.error is None]
-        errors = len(recs) - len(ok)
-        window_ns = (max(r.start_ns + r.e2e_ns for r in recs) - min(r.start_ns for r in recs)) if recs else 0
-        tokens = sum(r.output_tokens for r in ok)
-        tpots = [t for t in (r.tpot_ns for r in ok) if t is not None]
-        return LoadSummary(
-            requests=len(recs),
-            errors=errors,
-            output_tokens=tokens,
-            window_s=window_ns / 1e9,
-            ttft_ms=_pct_ms([r.ttft_ns for r in ok if r.ttft_ns is not None]),
-            tpot_ms=_pct_ms(tpots),
-            itl_ms=_pct_ms([g for r in ok for g in r.itl_ns]),
-            e2e_ms=_pct_ms([r.e2e_ns for r in ok]),
-            output_tokens_per_s=tokens / (window_ns / 1e9) if window_ns > 0 else None,
-            requests_per_s=len(ok) / (window_ns / 1e9) if window_ns > 0 else None,
-            error_rate=errors / len(recs) if recs else None,
-        )
-
-
-# --------------------------------------------------------------------------------------------
-# The driver
 
 
 class _Cancelled(Exception):
@@ -735,102 +476,3 @@ def run_load(
     ended_ns = max((r.start_ns + r.e2e_ns for r in records), default=time.time_ns())
     return LoadResult(spec=spec, started_ns=started_ns, ended_ns=max(ended_ns, started_ns), records=records,
                       cancelled=run.cancelled, model=model)
-
-
-# --------------------------------------------------------------------------------------------
-# Store
-
-
-#: ``REQUESTS_FILE`` (defined in :mod:`tracekit.ingest`): the request log ``tracekit capture``
-#: writes into its output directory, one JSON object per request (the fields of
-#: :class:`RequestRecord`); ``tracekit ingest DIR`` stores it with the run, so a capture
-#: directory is self-contained and can be ingested into any store.
-
-_RECORD_FIELDS: dict[str, tuple[type, ...]] = {
-    "request_id": (int,), "start_ns": (int,), "ttft_ns": (int, type(None)), "itl_ns": (list,),
-    "e2e_ns": (int,), "prompt_tokens": (int, type(None)), "output_tokens": (int,),
-    "status": (int, type(None)), "error": (str, type(None)), "token_count_source": (str,),
-}
-
-
-def write_requests(records: Sequence[RequestRecord], path: str | Path) -> None:
-    """Write ``records`` as JSON lines (:data:`REQUESTS_FILE` format) to ``path``."""
-    with open(path, "w", encoding="utf-8") as fh:
-        fh.writelines(json.dumps({k: getattr(r, k) for k in _RECORD_FIELDS}) + "\n" for r in records)
-
-
-def read_requests(path: str | Path) -> list[RequestRecord]:
-    """Read a :data:`REQUESTS_FILE`; raise :class:`tracekit.errors.TraceInputError` naming the
-    line and the problem when it is malformed."""
-    from tracekit.errors import TraceInputError
-
-    out: list[RequestRecord] = []
-    try:
-        lines = Path(path).read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise TraceInputError(path, f"cannot read the request log: {exc}") from None
-    for i, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            doc = json.loads(line)
-        except ValueError as exc:
-            raise TraceInputError(path, f"line {i}: not JSON ({exc})") from None
-        except RecursionError:
-            raise TraceInputError(path, f"line {i}: JSON nested too deeply") from None
-        if not isinstance(doc, dict):
-            raise TraceInputError(path, f"line {i}: expected a JSON object per request")
-        for key, types in _RECORD_FIELDS.items():
-            v = doc.get(key)
-            if not isinstance(v, types) or isinstance(v, bool):
-                raise TraceInputError(path, f"line {i}: {key} missing or of the wrong type")
-        if not all(isinstance(g, int) and not isinstance(g, bool) for g in doc["itl_ns"]):
-            raise TraceInputError(path, f"line {i}: itl_ns must be a list of integers (ns)")
-        if doc["token_count_source"] not in ("usage", "counted"):
-            raise TraceInputError(path, f"line {i}: token_count_source must be 'usage' or 'counted'")
-        fields: dict[str, Any] = {k: doc.get(k) for k in _RECORD_FIELDS}  # optional fields may be absent
-        out.append(RequestRecord(**fields))
-    return out
-
-
-def insert_requests(con: duckdb.DuckDBPyConnection, run_id: str, records: Sequence[RequestRecord]) -> int:
-    """Insert ``records`` as run ``run_id``'s requests on ``con`` (inside the caller's transaction)."""
-    recs = list(records)
-    if recs:
-        columns = (
-            [r.request_id for r in recs], [r.start_ns for r in recs], [r.ttft_ns for r in recs],
-            [r.e2e_ns for r in recs], [r.prompt_tokens for r in recs], [r.output_tokens for r in recs],
-            [r.itl_ns for r in recs], [r.status for r in recs], [r.error for r in recs],
-            [r.token_count_source for r in recs],
-        )
-        con.execute(
-            """INSERT INTO request_rows
-               SELECT ?, unnest(?::BIGINT[]), unnest(?::BIGINT[]), unnest(?::BIGINT[]),
-                      unnest(?::BIGINT[]), unnest(?::BIGINT[]), unnest(?::BIGINT[]),
-                      unnest(?::BIGINT[][]), unnest(?::INTEGER[]), unnest(?::VARCHAR[]),
-                      unnest(?::VARCHAR[])""",
-            [run_id, *columns],
-        )
-    return len(recs)
-
-
-def store_requests(run_id: str, result: LoadResult, store: str | Path | None = None) -> int:
-    """Attach a load's request records to run ``run_id`` (the ``requests`` view), replacing the
-    run's previous ones, in one transaction; return the number of requests stored.
-
-    Raises :class:`tracekit.errors.TraceInputError` when the store has no such run."""
-    from tracekit.store import default_store_path, open_store, resolve_run_id
-
-    recs = result.records
-    path = Path(store) if store is not None else default_store_path()
-    with open_store(path) as con:
-        run_id = resolve_run_id(con, run_id, path)
-        con.execute("BEGIN")
-        try:
-            con.execute("DELETE FROM request_rows WHERE run_id = ?", [run_id])
-            insert_requests(con, run_id, recs)
-            con.execute("COMMIT")
-        except BaseException:
-            con.execute("ROLLBACK")
-            raise
-    return len(recs)
