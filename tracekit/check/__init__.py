@@ -2,7 +2,7 @@
 
 :func:`run_check` compares candidate runs with baseline runs (PR tier) or looks for change points
 in a workload's history (main-branch tier), metric by metric over the ``metrics`` view, explains
-each regression down to the kernels that moved (:func:`tracekit.api.compare_runs` between a
+each regression down to the kernels that moved (:func:`tracekit.compare.compare_runs` between a
 representative run per side) and the findings that are new, and returns a :class:`CheckResult`.
 :mod:`tracekit.check.message` renders it as markdown or JSON; :mod:`tracekit.check.post` posts it
 to a GitHub pull request or a Slack webhook. Statistics: :mod:`tracekit.check.stats`; metric
@@ -152,7 +152,7 @@ def _pick(series: dict[tuple[str, str], Series], rule: MetricRule) -> Series | N
 
 def _rules(cfg: CheckConfig, *present: dict[tuple[str, str], Series]) -> list[MetricRule]:
     if cfg.metrics is not None:
-        return cfg.metrics
+        return list(cfg.metrics)
     names = {k[0] for p in present for k in p}
     return [MetricRule(n) for n in DEFAULT_METRICS if n in names]
 
@@ -164,7 +164,7 @@ def _title_key(title: str) -> str:
 
 def _explain(con: duckdb.DuckDBPyConnection, store: Path, metrics: list[str], base_run: str, cand_run: str,
              chosen: str, dashboard_url: str | None) -> Explanation:
-    from tracekit.api import compare_runs
+    from tracekit.compare import compare_runs
 
     res = compare_runs(base_run, cand_run, store, top=max(TOP_KERNELS, 10), con=con)
     cat_cols, cat_rows = res["categories"]
@@ -269,7 +269,7 @@ def run_check(
             all_runs = cands + bases
         missing = _needs_analysis(con, all_runs)
     if missing and analyze_missing:
-        from tracekit.api import analyze_runs
+        from tracekit.run_analysis import analyze_runs
 
         analyze_runs(missing, path)
         notes.append(f"analyzed {len(missing)} run(s) without stored metrics first")

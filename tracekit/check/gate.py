@@ -85,9 +85,11 @@ class MetricRule:
     min_change: MinChange | None = None
 
 
-@dataclass
+@dataclass(frozen=True)
 class CheckConfig:
-    """Settings of a check (TOML ``[check]`` table plus ``[metrics.NAME]`` tables).
+    """Settings of a check (TOML ``[check]`` table plus ``[metrics.NAME]`` tables), read by
+    :func:`load_config` and checked by :func:`validate`; a changed copy with
+    :func:`dataclasses.replace`.
 
     ``alpha``: significance level of the PR-tier test (one-sided); ``test``: a registered
     two-sample test; ``min_change``: default minimum change; ``detector``: a registered
@@ -107,7 +109,7 @@ class CheckConfig:
     window: int = 50
     alert_window: int = 10
     baseline_limit: int = 10
-    metrics: list[MetricRule] | None = None
+    metrics: tuple[MetricRule, ...] | None = None
     source: str | None = None
 
     def min_change_for(self, rule: MetricRule) -> MinChange:
@@ -120,6 +122,7 @@ class CheckConfig:
                 "config": self.source}
 
 
+#: The ``[check]`` table's keys and their TOML types (``min_change``: :func:`parse_min_change`).
 _CHECK_KEYS = {"alpha": float, "test": str, "min_change": None, "detector": str, "p_value": float,
                "permutations": int, "min_size": int, "window": int, "alert_window": int,
                "baseline_limit": int}
@@ -140,9 +143,8 @@ def load_config(path: str | Path | None) -> CheckConfig:
         analyzer = "serving"
         min_change = 5.0          # ms (absolute, in the metric's unit)
     """
-    cfg = CheckConfig()
     if path is None:
-        return cfg
+        return CheckConfig()
     p = Path(path)
     try:
         doc = tomllib.loads(p.read_text())
@@ -150,48 +152,58 @@ def load_config(path: str | Path | None) -> CheckConfig:
         raise TraceInputError(p, f"cannot read: {exc.strerror or exc}") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise TraceInputError(p, f"not valid TOML: {exc}") from None
-    cfg.source = str(p)
     unknown = set(doc) - {"check", "metrics"}
     if unknown:
         raise TraceInputError(p, f"unknown table(s) {', '.join(sorted(unknown))} (expected [check], [metrics.NAME])")
     try:
-        section = doc.get("check", {})
-        if not isinstance(section, dict):
-            raise TypeError("[check] must be a table")
-        for key, value in section.items():
-            if key not in _CHECK_KEYS:
-                raise ValueError(f"[check] {key}: unknown key (known: {', '.join(sorted(_CHECK_KEYS))})")
-            if key == "min_change":
-                cfg.min_change = parse_min_change(value, "[check] min_change")
-                continue
-            kind = _CHECK_KEYS[key]
-            if kind is float and isinstance(value, int) and not isinstance(value, bool):
-                value = float(value)
-            if not isinstance(value, kind) or isinstance(value, bool):  # type: ignore[arg-type]
-                raise TypeError(f"[check] {key}: expected a {kind.__name__}, got {value!r}")  # type: ignore[union-attr]
-            setattr(cfg, key, value)
-        metrics = doc.get("metrics")
-        if metrics is not None:
-            if not isinstance(metrics, dict) or not metrics:
-                raise ValueError("[metrics.NAME] tables expected, one per gated metric")
-            rules = []
-            for name, spec in metrics.items():
-                if not isinstance(spec, dict):
-                    raise TypeError(f"metrics.{name}: expected a table")
-                extra = set(spec) - {"analyzer", "min_change"}
-                if extra:
-                    raise ValueError(f"[metrics.{name}] {min(extra)}: unknown key (known: analyzer, min_change)")
-                analyzer = spec.get("analyzer")
-                if analyzer is not None and not isinstance(analyzer, str):
-                    raise ValueError(f"[metrics.{name}] analyzer: expected a string")
-                mc = spec.get("min_change")
-                rules.append(MetricRule(name, analyzer,
-                                        None if mc is None else parse_min_change(mc, f"[metrics.{name}] min_change")))
-            cfg.metrics = rules
+        cfg = CheckConfig(**_check_table(doc.get("check", {})), metrics=_metrics_tables(doc.get("metrics")),
+                          source=str(p))
         validate(cfg)
     except (ValueError, TypeError) as exc:
         raise TraceInputError(p, str(exc)) from None
     return cfg
+
+
+def _check_table(section: object) -> dict[str, Any]:
+    """The ``[check]`` table's settings, each of its type (ValueError/TypeError naming the key)."""
+    if not isinstance(section, dict):
+        raise TypeError("[check] must be a table")
+    settings: dict[str, Any] = {}
+    for key, value in section.items():
+        if key not in _CHECK_KEYS:
+            raise ValueError(f"[check] {key}: unknown key (known: {', '.join(sorted(_CHECK_KEYS))})")
+        if key == "min_change":
+            settings[key] = parse_min_change(value, "[check] min_change")
+            continue
+        kind = _CHECK_KEYS[key]
+        if kind is float and isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)
+        if not isinstance(value, kind) or isinstance(value, bool):  # type: ignore[arg-type]
+            raise TypeError(f"[check] {key}: expected a {kind.__name__}, got {value!r}")  # type: ignore[union-attr]
+        settings[key] = value
+    return settings
+
+
+def _metrics_tables(metrics: object) -> tuple[MetricRule, ...] | None:
+    """The ``[metrics.NAME]`` tables as rules (None without any: the default metrics gate)."""
+    if metrics is None:
+        return None
+    if not isinstance(metrics, dict) or not metrics:
+        raise ValueError("[metrics.NAME] tables expected, one per gated metric")
+    rules = []
+    for name, spec in metrics.items():
+        if not isinstance(spec, dict):
+            raise TypeError(f"metrics.{name}: expected a table")
+        extra = set(spec) - {"analyzer", "min_change"}
+        if extra:
+            raise ValueError(f"[metrics.{name}] {min(extra)}: unknown key (known: analyzer, min_change)")
+        analyzer = spec.get("analyzer")
+        if analyzer is not None and not isinstance(analyzer, str):
+            raise ValueError(f"[metrics.{name}] analyzer: expected a string")
+        mc = spec.get("min_change")
+        rules.append(MetricRule(name, analyzer,
+                                None if mc is None else parse_min_change(mc, f"[metrics.{name}] min_change")))
+    return tuple(rules)
 
 
 def validate(cfg: CheckConfig) -> None:

@@ -15,19 +15,23 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, cast
+from typing import TYPE_CHECKING, Annotated, Any, NamedTuple, Self, cast
 
 import typer
 
 from tracekit import __version__
-from tracekit.cli._read_ahead import read_ahead_for
+from tracekit.cli.params import BadValue, OneLineErrorsGroup, choice, either, int_range
 from tracekit.errors import TracekitError
 
 if TYPE_CHECKING:  # pragma: no cover
     from rich.console import Console
 
+    from tracekit.collectors.capture import CaptureResult, CaptureStatus
+    from tracekit.collectors.load import LoadSpec
+
 app = typer.Typer(
     name="tracekit",
+    cls=OneLineErrorsGroup,
     help="Profiler analyzer for LLM inference: ingest XPlane, rocprof and PyTorch profiler traces "
     "into one DuckDB store and query them.",
     no_args_is_help=True,
@@ -101,7 +105,8 @@ ModelOpt = Annotated[
 TpOpt = Annotated[
     int | None,
     typer.Option("--tp", help="With --model: tensor-parallel ranks the weights are split over "
-                 "(default: the trace's world size, else 1).", show_default=False),
+                 "(default: the trace's world size, else 1).", show_default=False,
+                 callback=int_range(1, None, "expected a positive number of ranks")),
 ]
 WeightsOpt = Annotated[
     str | None,
@@ -114,32 +119,38 @@ KvCacheOpt = Annotated[
 ]
 
 
-def _check_model(model: str | None, tp: int | None, weights: str | None, kv_cache: str | None) -> None:
-    """Refuse a bad --model/--tp/--weights/--kv-cache before anything is written."""
-    if model is None:
-        if tp is not None or weights is not None or kv_cache is not None:
-            fail("--tp, --weights and --kv-cache describe a --model: give --model too")
-        return
-    from tracekit.analysis import models
+class ModelChoice(NamedTuple):
+    """``--model``, ``--tp``, ``--weights``, ``--kv-cache`` (ingest, analyze, capture): the model a
+    run served, attached to its runs after they are stored."""
 
-    try:
-        models.load(model, weights=weights, kv_cache=kv_cache)
-    except models.ModelError as exc:
-        fail(str(exc) if str(exc).startswith(model) else f"{model}: {exc}")
-    if tp is not None and tp < 1:
-        fail(f"--tp {tp}: expected a positive number of ranks")
+    model: str | None = None
+    tp: int | None = None
+    weights: str | None = None
+    kv_cache: str | None = None
 
+    def check(self) -> None:
+        """Refuse a bad choice before anything is written (``--tp`` is checked by the parser)."""
+        if self.model is None:
+            if self.tp is not None or self.weights is not None or self.kv_cache is not None:
+                fail("--tp, --weights and --kv-cache describe a --model: give --model too")
+            return
+        from tracekit.analysis import models
 
-def _attach_model(run_ids: Sequence[str], store: Path | None, model: str | None, tp: int | None,
-                  weights: str | None, kv_cache: str | None) -> None:
-    if model is None:
-        return
-    from tracekit.api import attach_model
+        try:
+            models.load(self.model, weights=self.weights, kv_cache=self.kv_cache)
+        except models.ModelError as exc:
+            fail(str(exc) if str(exc).startswith(self.model) else f"{self.model}: {exc}")
 
-    for rid in run_ids:
-        got = attach_model(rid, model, store, tp=tp, weights=weights, kv_cache=kv_cache)
-        err.print(f"{rid}: model {got['model']} ({got['origin']}), TP {got['tensor_parallel']} "
-                  f"({got['tp_source']})", markup=False)
+    def attach(self, run_ids: Sequence[str], store: Path | None) -> None:
+        """Attach the model to ``run_ids`` (nothing without ``--model``), saying so on stderr."""
+        if self.model is None:
+            return
+        from tracekit.api import attach_model
+
+        for rid in run_ids:
+            got = attach_model(rid, self.model, store, tp=self.tp, weights=self.weights, kv_cache=self.kv_cache)
+            err.print(f"{rid}: model {got['model']} ({got['origin']}), TP {got['tensor_parallel']} "
+                      f"({got['tp_source']})", markup=False)
 
 
 def fail(message: str, code: int = 2) -> None:
@@ -150,14 +161,17 @@ def fail(message: str, code: int = 2) -> None:
 
 def _version(value: bool) -> None:
     if value:
-        out.print(f"tracekit {__version__}")
+        from tracekit.parsers.native import status_line
+
+        sys.stdout.write(f"tracekit {__version__}\n{status_line()}\n")
         raise typer.Exit(0)
 
 
 @app.callback()
 def _root(
     version: Annotated[
-        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version.")
+        bool, typer.Option("--version", callback=_version, is_eager=True,
+                     help="Print the version and which native (C) helpers are active.")
     ] = False,
 ) -> None:
     """tracekit: one DuckDB schema for LLM-inference profiles from TPUs, AMD and NVIDIA GPUs."""
@@ -244,7 +258,8 @@ def ingest(
     from tracekit.ingest import ingest as do_ingest
     from tracekit.store import lock_wait_notice
 
-    _check_model(model, tp, weights, kv_cache)
+    model_choice = ModelChoice(model, tp, weights, kv_cache)
+    model_choice.check()
     tags = _parse_tags(tag)
     when = _parse_when(captured_at) if captured_at is not None else None
     show_progress = not as_json and err.is_terminal
@@ -305,7 +320,7 @@ def ingest(
                 # on stderr in every mode (--json too: stdout carries only the JSON)
                 on_lock_wait=lambda: print(lock_wait_notice(store_path), file=sys.stderr, flush=True),
             )
-        _attach_model([r.run_id for r in results], store_path, model, tp, weights, kv_cache)
+        model_choice.attach([r.run_id for r in results], store_path)
     except TracekitError as exc:
         fail(str(exc))
         return
@@ -431,18 +446,16 @@ def _emit(columns: list[str], rows: list[tuple[Any, ...]], fmt: str, title: str 
         out.print(table)
 
 
+#: ``--format`` of the commands that print rows.
+TABLE_FORMATS = choice("table", "csv", "json")
+
 FormatOpt = Annotated[
     str,
     typer.Option(
-        "--format", "-f", help="Output format: table, csv (with a header row) or json (an array of row objects)."
+        "--format", "-f", help="Output format: table, csv (with a header row) or json (an array of row objects).",
+        callback=TABLE_FORMATS,
     ),
 ]
-
-
-def _check_format(fmt: str) -> str:
-    if fmt not in ("table", "csv", "json"):
-        fail(f"--format {fmt}: expected table, csv or json")
-    return fmt
 
 
 @app.command()
@@ -450,7 +463,6 @@ def runs(store: StoreOpt = None, fmt: FormatOpt = "table") -> None:
     """List the runs in the store, newest first, with their device-event counts and time."""
     from tracekit.api import list_runs
 
-    _check_format(fmt)
     try:
         columns, rows = list_runs(store)
     except TracekitError as exc:
@@ -524,7 +536,6 @@ def query(
     library: idle_gaps, steps, run_window, run_workload, device_time_by_class, ... — docs/sql.md)."""
     from tracekit.api import run_query
 
-    _check_format(fmt)
     try:
         columns, rows = run_query(sql, store)
     except TracekitError as exc:
@@ -539,7 +550,8 @@ def analyze(
     store: StoreOpt = None,
     all_runs: Annotated[bool, typer.Option("--all", help="Analyze every run that has no findings yet.")] = False,
     fmt: Annotated[
-        str, typer.Option("--format", "-f", help="Output: table, json or markdown.")
+        str, typer.Option("--format", "-f", help="Output: table, json or markdown.",
+                          callback=choice("table", "json", "markdown"))
     ] = "table",
     lengths: Annotated[
         Path | None,
@@ -559,12 +571,10 @@ def analyze(
     With --model the model is attached to the RUNs first (replacing an earlier one)."""
     from tracekit.api import analyze_runs, store_token_lengths
 
-    _check_model(model, tp, weights, kv_cache)
+    model_choice = ModelChoice(model, tp, weights, kv_cache)
+    model_choice.check()
     if model is not None and not run_ids:
         fail("--model: give the RUN ids it applies to")
-
-    if fmt not in ("table", "json", "markdown"):
-        fail(f"--format {fmt}: expected table, json or markdown")
     if not run_ids and not all_runs:
         fail("give one or more RUN ids, or --all")
     if lengths is not None and (not run_ids or len(run_ids) != 1):
@@ -572,7 +582,7 @@ def analyze(
     try:
         if lengths is not None and run_ids:
             store_token_lengths(run_ids[0], lengths, store)
-        _attach_model(run_ids or [], store, model, tp, weights, kv_cache)
+        model_choice.attach(run_ids or [], store)
         results = analyze_runs(run_ids or [], store, only_new=all_runs and not run_ids)
     except TracekitError as exc:
         fail(str(exc))
@@ -710,6 +720,7 @@ def compare(
             "--format", "-f",
             help="table (categories and top kernels), csv (the category table, with a header row) or "
             "json (an object: a, b, categories, top_kernels).",
+            callback=TABLE_FORMATS,
         ),
     ] = "table",
     top: Annotated[int, typer.Option("--top", help="Kernels per category in the top-change table.")] = 5,
@@ -717,7 +728,6 @@ def compare(
     """Compare two runs (any vendors) per kernel category: count, device ms, share, B − A."""
     from tracekit.api import compare_runs
 
-    _check_format(fmt)
     try:
         res = compare_runs(run_a, run_b, store, top=max(0, top))
     except TracekitError as exc:
@@ -795,6 +805,26 @@ def export(
     out.print(str(perfetto), markup=False)
 
 
+def _capture_backend(value: str | None) -> str | None:
+    """``--backend``: a command backend of :mod:`tracekit.collectors.capture_backends`."""
+    if value is not None:
+        from tracekit.collectors.capture_backends import COMMAND_BACKENDS
+
+        if value not in COMMAND_BACKENDS:
+            raise BadValue(value, f"expected {either(COMMAND_BACKENDS)}")
+    return value
+
+
+def _server_kind(value: tuple[str, str] | None) -> tuple[str, str] | None:
+    """``--server KIND URL``: KIND a server whose profiler endpoints tracekit drives."""
+    if value is not None:
+        from tracekit.collectors.capture_backends.spec import SERVER_TRACE_DIR_ENV
+
+        if value[0] not in SERVER_TRACE_DIR_ENV:
+            raise BadValue(value[0], f"expected {either(list(SERVER_TRACE_DIR_ENV))}")
+    return value
+
+
 @app.command(context_settings={"allow_interspersed_args": False})
 def capture(
     command: Annotated[
@@ -804,7 +834,7 @@ def capture(
     backend: Annotated[
         str | None,
         typer.Option(help="How to profile COMMAND: torch (PyTorch profiler injected at start-up), jax "
-                     "(jax.profiler injected) or rocprof (wrapped in rocprofv3)."),
+                     "(jax.profiler injected) or rocprof (wrapped in rocprofv3).", callback=_capture_backend),
     ] = None,
     attach: Annotated[
         str | None,
@@ -815,7 +845,7 @@ def capture(
         tuple[str, str] | None,
         typer.Option(help="vllm|sglang URL: drive a running server's /start_profile and /stop_profile; "
                      "needs --duration and the server's trace directory (--trace-dir or its env var).",
-                     show_default=False),
+                     show_default=False, callback=_server_kind),
     ] = None,
     trace_dir: Annotated[
         Path | None,
@@ -871,7 +901,8 @@ def capture(
     served_model: Annotated[
         str | None, typer.Option(help="Load: model name to send in requests (default: the server's first).")
     ] = None,
-    endpoint: Annotated[str, typer.Option(help="Load: completions or chat.")] = "completions",
+    endpoint: Annotated[str, typer.Option(help="Load: completions or chat.",
+                                          callback=choice("completions", "chat"))] = "completions",
     ready_timeout: Annotated[
         float, typer.Option(help="Seconds to wait for the server to accept connections.")
     ] = 120.0,
@@ -902,76 +933,30 @@ def capture(
     import threading
     import time
 
-    from tracekit.collectors.capture import CaptureSpec, CaptureStatus, capture_and_ingest
+    from tracekit.collectors.capture import CaptureSpec, capture_and_ingest
 
     tags = _parse_tags(tag)
-    _check_model(model, tp, weights, kv_cache)
-    if backend is not None and backend not in ("torch", "jax", "rocprof"):
-        fail(f"--backend {backend}: expected torch, jax or rocprof")
-    if server is not None and server[0] not in ("vllm", "sglang"):
-        fail(f"--server {server[0]}: expected vllm or sglang")
-    if endpoint not in ("completions", "chat"):
-        fail(f"--endpoint {endpoint}: expected completions or chat")
-    load_spec = None
-    if load is not None:
-        from tracekit.collectors.load import LoadSpec
-
-        if duration is None:
-            fail("--load needs --duration (the window the load and the capture share)")
-        load_spec = LoadSpec(
-            # ended by the capture when its window closes (the window opens only once a process
-            # is profiling, which can take a while): the duration is just a bound
-            url=load, duration_s=warmup + (duration or 0) + ready_timeout + 3600.0,
-            concurrency=concurrency if concurrency is not None or rate is not None else 4,
-            rate_rps=rate, prompts_file=prompts, prompt_tokens=prompt_tokens, max_tokens=max_tokens,
-            model=served_model, endpoint=endpoint,  # type: ignore[arg-type]
-        )
+    model_choice = ModelChoice(model, tp, weights, kv_cache)
+    model_choice.check()
+    load_options = LoadOptions(load, prompts, prompt_tokens, max_tokens, concurrency, rate, served_model, endpoint)
     spec = CaptureSpec(
         command=list(command or []), backend=backend,  # type: ignore[arg-type]
         attach=attach, server=server[0] if server else None,  # type: ignore[arg-type]
         server_url=server[1] if server else None, server_trace_dir=trace_dir,
         duration_s=duration, warmup_s=warmup, warmup_steps=warmup_steps, out_dir=out_dir, force=force,
-        counters=counters, load=load_spec, ready_timeout_s=ready_timeout,
+        counters=counters, load=load_options.spec(duration, warmup, ready_timeout), ready_timeout_s=ready_timeout,
     )
     stop = threading.Event()
     store_path = store if store is not None else _default_store_path()
-    from rich.status import Status
-
-    status = Status("starting the capture…", console=_err.real()) if err.is_terminal and not as_json else None
-
-    def show(s: CaptureStatus) -> None:
-        if status is None:
-            return
-        window = "" if s.window_elapsed_s is None else f" · window {s.window_elapsed_s:.1f}"
-        window += f"/{duration:g} s" if window and duration else (" s" if window else "")
-        if s.phase == "ingesting":
-            status.update(f"ingesting {s.trace_bytes / 1e6:.1f} MB of traces into {store_path}")
-            return
-        reqs = f" · {s.requests_done} requests ({s.request_errors} errors)" if load_spec else ""
-        # the profilers write their traces when the window closes: no size to show before
-        trace = f" · trace {s.trace_bytes / 1e6:.1f} MB" if s.trace_bytes else ""
-        status.update(f"{s.phase} · {s.elapsed_s:.1f} s{window}{reqs}{trace}")
-
+    display = _CaptureDisplay(store_path, duration, with_load=spec.load is not None,
+                              live=err.is_terminal and not as_json)
     try:
-        if status is not None:
-            status.start()
-        try:
-            t_ingest = 0.0
-
-            def timed(s: CaptureStatus) -> None:
-                nonlocal t_ingest
-                if s.phase == "ingesting":
-                    t_ingest = time.monotonic()
-                show(s)
-
+        with display:
             result, run = _interruptible(lambda: capture_and_ingest(
-                spec, store_path, label=label, workload=workload, tags=tags, stop=stop, on_status=timed,
+                spec, store_path, label=label, workload=workload, tags=tags, stop=stop, on_status=display.show,
             ), stop)
-        finally:
-            if status is not None:
-                status.stop()
-        result.timings["ingesting"] = time.monotonic() - t_ingest
-        _attach_model([run.run_id], store_path, model, tp, weights, kv_cache)
+        result.timings["ingesting"] = time.monotonic() - display.ingest_started
+        model_choice.attach([run.run_id], store_path)
         findings = None
         if analyze_run and (run.created or model is not None):
             from tracekit.api import analyze_runs
@@ -982,9 +967,90 @@ def capture(
     except TracekitError as exc:
         fail(str(exc))
         return
+    _print_capture(result, run, findings, store_path, with_load=spec.load is not None, as_json=as_json)
+
+
+class LoadOptions(NamedTuple):
+    """``tracekit capture``'s ``--load URL`` and the options that shape the load it drives."""
+
+    url: str | None
+    prompts: Path | None
+    prompt_tokens: str
+    max_tokens: int
+    concurrency: int | None
+    rate: float | None
+    served_model: str | None
+    endpoint: str
+
+    def spec(self, duration: float | None, warmup: float, ready_timeout: float) -> "LoadSpec | None":
+        """The load driver's spec (None without ``--load``); ``--load`` needs a ``--duration``.
+        Times in seconds."""
+        if self.url is None:
+            return None
+        from tracekit.collectors.load import LoadSpec
+
+        if duration is None:
+            fail("--load needs --duration (the window the load and the capture share)")
+        return LoadSpec(
+            # ended by the capture when its window closes (the window opens only once a process
+            # is profiling, which can take a while): the duration is just a bound
+            url=self.url, duration_s=warmup + (duration or 0) + ready_timeout + 3600.0,
+            concurrency=self.concurrency if self.concurrency is not None or self.rate is not None else 4,
+            rate_rps=self.rate, prompts_file=self.prompts, prompt_tokens=self.prompt_tokens,
+            max_tokens=self.max_tokens, model=self.served_model, endpoint=self.endpoint,  # type: ignore[arg-type]
+        )
+
+
+class _CaptureDisplay:
+    """The one-line live status of a capture on a terminal (``live``), and when ingest began
+    (``ingest_started``, monotonic s) for the timings."""
+
+    def __init__(self, store_path: Path, duration: float | None, *, with_load: bool, live: bool) -> None:
+        self.store_path = store_path
+        self.duration = duration
+        self.with_load = with_load
+        self.ingest_started = 0.0
+        self._status: Any = None
+        if live:
+            from rich.status import Status
+
+            self._status = Status("starting the capture…", console=_err.real())
+
+    def __enter__(self) -> Self:
+        if self._status is not None:
+            self._status.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._status is not None:
+            self._status.stop()
+
+    def show(self, s: "CaptureStatus") -> None:
+        """A status update from the capture (its ``on_status``)."""
+        import time
+
+        if s.phase == "ingesting":
+            self.ingest_started = time.monotonic()
+        if self._status is None:
+            return
+        duration = self.duration
+        window = "" if s.window_elapsed_s is None else f" · window {s.window_elapsed_s:.1f}"
+        window += f"/{duration:g} s" if window and duration else (" s" if window else "")
+        if s.phase == "ingesting":
+            self._status.update(f"ingesting {s.trace_bytes / 1e6:.1f} MB of traces into {self.store_path}")
+            return
+        reqs = f" · {s.requests_done} requests ({s.request_errors} errors)" if self.with_load else ""
+        # the profilers write their traces when the window closes: no size to show before
+        trace = f" · trace {s.trace_bytes / 1e6:.1f} MB" if s.trace_bytes else ""
+        self._status.update(f"{s.phase} · {s.elapsed_s:.1f} s{window}{reqs}{trace}")
+
+
+def _print_capture(result: "CaptureResult", run: Any, findings: list[dict[str, Any]] | None, store_path: Path,
+                   *, with_load: bool, as_json: bool) -> None:
+    """What a capture did: JSON on stdout, or a summary on stderr and the run id on stdout."""
     window = result.window_requests()
     summary = window.summary() if window is not None else None
-    if load_spec is not None and (summary is None or summary.requests == 0):
+    if with_load and (summary is None or summary.requests == 0):
         result.notes.append("the load driver completed no request inside the window: the run has no request "
                             "metrics (is the server answering? try a longer --duration or --warmup)")
     if as_json:
@@ -1067,7 +1133,7 @@ def dashboard(
     host: Annotated[
         str, typer.Option(help="Address to listen on; anything but loopback is reachable from the network.")
     ] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="TCP port.")] = 8050,
+    port: Annotated[int, typer.Option(help="TCP port.", callback=int_range(1, 65535, "expected 1..65535"))] = 8050,
 ) -> None:
     """Serve the Dash dashboard (Runs, Weekly review, Run, Compare) over the store, read-only."""
     import socket
@@ -1075,8 +1141,6 @@ def dashboard(
     from tracekit.dashboard import create_app, is_loopback
 
     store_path = store if store is not None else _default_store_path()
-    if not 0 < port < 65536:
-        fail(f"--port {port}: expected 1..65535")
     try:
         dash_app = create_app(store_path)
     except TracekitError as exc:
@@ -1130,7 +1194,8 @@ def check(
     test: Annotated[
         str | None, typer.Option("--test", help="PR-tier test: mann-whitney (default) or welch.", show_default=False)
     ] = None,
-    fmt: Annotated[str, typer.Option("--format", "-f", help="Output: markdown or json.")] = "markdown",
+    fmt: Annotated[str, typer.Option("--format", "-f", help="Output: markdown or json.",
+                                     callback=choice("markdown", "json"))] = "markdown",
     output: Annotated[
         Path | None, typer.Option("--output", "-o", help="Also write the message to this file (an existing file "
                                   "only with --force; never a store, a directory or a device).",
@@ -1139,7 +1204,7 @@ def check(
     force: ForceOpt = False,
     post: Annotated[
         list[str], typer.Option("--post", help="Post the message: github (PR comment, updated in place) or "
-                                "slack (incoming webhook); repeat for both.")
+                                "slack (incoming webhook); repeat for both.", callback=choice("github", "slack"))
     ] = [],  # noqa: B006
     pr: Annotated[
         int | None, typer.Option("--pr", help="Pull request number for --post github (default: from GITHUB_REF).",
@@ -1150,7 +1215,8 @@ def check(
                                  show_default=False)
     ] = None,
     post_on: Annotated[
-        str, typer.Option("--post-on", help="When to post: always, or regression (only when the check fails).")
+        str, typer.Option("--post-on", help="When to post: always, or regression (only when the check fails).",
+                          callback=choice("always", "regression"))
     ] = "always",
     comment_key: Annotated[
         str | None, typer.Option("--comment-key", help="Keep one comment per key on a PR (e.g. the workload) "
@@ -1171,18 +1237,13 @@ def check(
     tracekit check --candidate C1 --candidate C2 --baseline-label main --min-change 3%
     tracekit check --history llama3-8b-decode --post slack
     """
+    import dataclasses
+
     from tracekit.check import load_config, parse_min_change, run_check
     from tracekit.check.gate import validate
     from tracekit.check.message import to_json, to_markdown, to_slack
     from tracekit.check.post import post_github, post_slack
 
-    if fmt not in ("markdown", "json"):
-        fail(f"--format {fmt}: expected markdown or json")
-    for dest in post:
-        if dest not in ("github", "slack"):
-            fail(f"--post {dest}: expected github or slack")
-    if post_on not in ("always", "regression"):
-        fail(f"--post-on {post_on}: expected always or regression")
     if history is not None and (candidate or baseline or baseline_label):
         fail("--history: give either --history or --candidate/--baseline runs, not both")
     if history is None and not candidate:
@@ -1197,11 +1258,11 @@ def check(
         cfg = load_config(config)
         if min_change is not None:
             try:
-                cfg.min_change = parse_min_change(min_change, "--min-change")
+                cfg = dataclasses.replace(cfg, min_change=parse_min_change(min_change, "--min-change"))
             except ValueError as exc:
                 fail(str(exc))
         if test is not None:
-            cfg.test = test
+            cfg = dataclasses.replace(cfg, test=test)
             try:
                 validate(cfg)
             except ValueError as exc:
@@ -1237,27 +1298,11 @@ def check(
     raise typer.Exit(1 if result.regression else 0)
 
 
-def _fixed_mmap_threshold() -> None:
-    """glibc: serve allocations of 1 MiB or more with mmap, returned to the OS when freed.
-
-    By default glibc raises its mmap threshold each time such a block is freed (up to 32 MiB), so
-    the multi-MiB buffers of a streaming ingest (inflated blocks, chunk JSON) end up on the heap,
-    which fragments and is not given back: fixing the threshold keeps the peak RSS of ingesting
-    the 62 MB benchmark trace at ~144 MB instead of ~160 MB, at no measurable time cost
-    (docs/performance.md). A no-op where glibc's ``mallopt`` is not available."""
-    if not sys.platform.startswith("linux"):
-        return
-    try:
-        import ctypes
-
-        ctypes.CDLL("libc.so.6").mallopt(-3, 1 << 20)  # M_MMAP_THRESHOLD
-    except (OSError, AttributeError):
-        pass
-
-
 def main() -> None:
-    """Console-script entry point."""
-    _fixed_mmap_threshold()
+    """Run the CLI (what :func:`tracekit.cli.entry` runs; tests run it with ``python -c``)."""
+    from tracekit.cli.startup import fixed_mmap_threshold, read_ahead_for
+
+    fixed_mmap_threshold()
     read_ahead_for(sys.argv[1:])  # a no-op when the console script's entry already did
     try:
         app()

@@ -1,0 +1,228 @@
+"""What every capture backend shares: starting and stopping the profiled command, the load
+driver's thread, the wall clock that reports progress, and waits that a stop request ends."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.parse
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from tracekit.collectors.capture_backends.spec import CaptureSpec, CaptureStatus, StatusFn
+from tracekit.errors import CaptureError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from tracekit.collectors.load import LoadProgress, LoadResult, LoadSpec
+
+
+def dir_bytes(path: Path) -> int:
+    total = 0
+    for root, _dirs, files in os.walk(path):
+        for f in files:
+            try:
+                total += os.path.getsize(os.path.join(root, f))
+            except OSError:
+                pass
+    return total
+
+
+
+def wait_ready(url: str, timeout_s: float, alive: Callable[[], bool], stop: threading.Event) -> None:
+    """Wait until ``url``'s host:port accepts TCP connections (the server is up)."""
+    u = urllib.parse.urlparse(url)
+    host = u.hostname or "127.0.0.1"
+    port = u.port or (443 if u.scheme == "https" else 80)
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            with socket.create_connection((host, port), timeout=1.0):
+                return
+        except OSError:
+            pass
+        if not alive():
+            raise CaptureError(url, "the command exited before the server accepted connections")
+        if stop.is_set():
+            raise CaptureError(url, "interrupted while waiting for the server")
+        if time.monotonic() > deadline:
+            raise CaptureError(url, f"server unreachable: no connection within {timeout_s:g} s")
+        time.sleep(0.1)
+
+
+class LoadRunner:
+    """Runs the load driver in a thread; ``stop()`` ends it gracefully and returns its result."""
+
+    def __init__(self, spec: LoadSpec) -> None:
+        from tracekit.collectors.load import run_load
+
+        self._finish = threading.Event()
+        self.result: LoadResult | None = None
+        self.error: BaseException | None = None
+        self.done = 0
+        self.errors = 0
+
+        def progress(p: LoadProgress) -> None:
+            self.done = p.requests_done
+            self.errors = p.errors
+
+        def target() -> None:
+            try:
+                self.result = run_load(spec, on_progress=progress, finish=self._finish)
+            except BaseException as exc:  # noqa: BLE001 - reported by stop()
+                self.error = exc
+
+        self._thread = threading.Thread(target=target, name="tracekit-load", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> LoadResult | None:
+        """No new requests; wait for those in flight to complete (each bounded by its timeout).
+        Raises what the load driver raised."""
+        self.close()
+        if self.error is not None:
+            raise self.error
+        return self.result
+
+    def close(self) -> None:
+        """Like :meth:`stop`, for clean-up paths: never raises."""
+        self._finish.set()
+        self._thread.join()
+
+
+def terminate(proc: subprocess.Popen[bytes], grace_s: float = 10.0) -> int:
+    """Stop a command and its children (its own process group): SIGINT, SIGTERM, then SIGKILL."""
+    for sig, wait in ((signal.SIGINT, grace_s), (signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
+        if proc.poll() is not None:
+            break
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            break
+        try:
+            proc.wait(timeout=wait)
+        except subprocess.TimeoutExpired:
+            continue
+    rc = proc.wait()
+    LIVE.discard(proc)
+    return rc
+
+
+def stderr_fd() -> int | None:
+    try:
+        return sys.stderr.fileno()
+    except (AttributeError, OSError, ValueError):  # stderr replaced by an object without a file
+        return None
+
+
+#: Lines the profiled command's libraries print that say nothing to the user: libkineto's
+#: ``USDT:<time> <pid>:<tid> SyncActivityProfilerHandler.cpp:59] profiler_stop`` probes.
+NOISE = re.compile(rb"^USDT:\S+ \S+ \S+ \S+\] profiler_(start|stop)\s*$")
+
+
+def forward_stderr(pipe: Any) -> None:
+    """Copy the command's stderr to ours, line by line, leaving out :data:`NOISE`."""
+    out = getattr(sys.stderr, "buffer", None)
+    for line in iter(pipe.readline, b""):
+        if NOISE.match(line):
+            continue
+        try:
+            if out is not None:
+                out.write(line)
+                out.flush()
+            else:
+                sys.stderr.write(line.decode(errors="replace"))
+        except (OSError, ValueError):
+            pass
+    pipe.close()
+
+
+#: Commands started by captures in this process and not reaped yet: :func:`terminate_children`
+#: stops them when a capture is aborted (their own session keeps the terminal's signals away).
+LIVE: set[subprocess.Popen[bytes]] = set()
+
+
+def terminate_children() -> None:
+    """Stop every command a capture started that is still running (used when a capture is
+    aborted: a second Ctrl-C)."""
+    for proc in list(LIVE):
+        terminate(proc, grace_s=5.0)
+        LIVE.discard(proc)
+
+
+def start_command(command: Sequence[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
+    exe = command[0]
+    if shutil.which(exe, path=env.get("PATH")) is None and not Path(exe).is_file():
+        raise CaptureError(exe, "command not found")
+    try:
+        # own session: a Ctrl-C in the terminal reaches tracekit only, which then closes the
+        # window, lets the processes export their traces, and stops the command itself
+        # the command's stdout goes to our stderr: tracekit's stdout carries its own result (--json)
+        proc = subprocess.Popen(list(command), env=env, start_new_session=True, stdout=stderr_fd(),
+                                stderr=subprocess.PIPE)
+        LIVE.add(proc)
+        assert proc.stderr is not None
+        threading.Thread(target=forward_stderr, args=(proc.stderr,), name="tracekit-child-stderr",
+                         daemon=True).start()
+        return proc
+    except OSError as exc:
+        raise CaptureError(exe, f"cannot start: {exc.strerror or exc}") from None
+
+
+class Clock:
+    def __init__(self, on_status: StatusFn | None, out_dir: Path, load: LoadRunner | None = None) -> None:
+        self.t0 = time.monotonic()
+        self.on_status = on_status
+        self.out_dir = out_dir
+        self.load = load
+        self.window_t0: float | None = None
+        self.window_t1: float | None = None  # set when the window closes: its length stops growing
+        self._last = 0.0
+
+    def tick(self, phase: str, force: bool = False) -> None:
+        now = time.monotonic()
+        if self.on_status is None or (not force and now - self._last < 0.25):
+            return
+        self._last = now
+        if phase == "draining" and self.window_t1 is None:
+            self.window_t1 = now
+        w_end = now if self.window_t1 is None else self.window_t1
+        self.on_status(CaptureStatus(
+            phase=phase, elapsed_s=now - self.t0,
+            window_elapsed_s=None if self.window_t0 is None else w_end - self.window_t0,
+            trace_bytes=dir_bytes(self.out_dir),
+            requests_done=self.load.done if self.load else 0,
+            request_errors=self.load.errors if self.load else 0,
+        ))
+
+
+def start_load(spec: CaptureSpec, clock: Clock, stop: threading.Event,
+                alive: Callable[[], bool] | None = None) -> LoadRunner | None:
+    """Start the load driver, if the spec has one; with ``alive`` (a command is starting the
+    server), first wait until the load URL accepts connections."""
+    if spec.load is None:
+        return None
+    if alive is not None:
+        wait_ready(spec.load.url, spec.ready_timeout_s, alive, stop)
+    clock.load = LoadRunner(spec.load)
+    return clock.load
+
+
+def sleep_until(deadline: float | None, stop: threading.Event, clock: Clock, phase: str,
+                 alive: Callable[[], bool] = lambda: True) -> bool:
+    """Sleep until ``deadline`` (monotonic s; None = until ``alive()`` turns false). True if stopped."""
+    while deadline is None or time.monotonic() < deadline:
+        if stop.is_set():
+            return True
+        if not alive():
+            return False
+        clock.tick(phase)
+        time.sleep(0.05)
+    return False
+
