@@ -3,12 +3,15 @@
 
 What it measures
 ----------------
-The same way as ``bench_ingest.py`` (whose helpers it imports): every measured
-command runs as its own whole process (interpreter start-up, imports, SQLite
-reads, store writes: everything); the parent records wall time around spawn ..
-reap and peak RSS from ``os.wait4``'s ``ru_maxrss`` of exactly that child, and
-reports the median of ``--repeat`` runs, each into a fresh store (deleted
-afterwards; its size is reported).
+The same way as ``bench_ingest.py``, through ``benchmarks/harness.py``: every
+measured command runs as its own whole process (interpreter start-up, imports,
+SQLite reads, store writes: everything); the parent records wall time around
+spawn .. reap, and reports the median of ``--repeat`` runs, each into a fresh
+store (deleted afterwards; its size is reported). Peak RSS is the child's own
+``VmHWM`` (Linux ``/proc/self/status``, written as the child leaves, as
+``tests/helpers.peak_rss_of_python`` does): ``ru_maxrss`` of a child starts from
+the RSS of the process that forked it, so it is only the fallback (no ``/proc``,
+a ``--tracekit`` command that is not Python); each run says which it holds.
 
 The input
 ---------
@@ -16,7 +19,9 @@ No large real rocpd database is public, so one is generated once (cached in
 ``--workdir``, default /tmp/tracekit-bench) from the corpus sample
 ``rocpd-v3-sample/vllm_mi300x_decode_results.db`` (2,205 dispatches, 85 copies,
 290 API/marker regions, 59,808 per-instance counter rows): the sample file is
-copied, then its timeline is replicated ``--copies`` times inside SQLite
+copied, then its timeline is replicated ``--copies`` times (default 227:
+500,535 dispatches; ``bench_analyze.py`` and ``bench_dashboard.py`` use 454,
+about a million, through :func:`generate`) inside SQLite
 (``INSERT ... SELECT`` into the UUID-suffixed tables, one transaction per
 table) with every id space shifted per copy (event ids, internal correlation /
 region ids, dispatch ids, copy ids, counter-row ids) and timestamps shifted by
@@ -37,7 +42,7 @@ How to run
 
     .venv/bin/python benchmarks/bench_rocpd.py --repeat 3 --out rocpd.json
 
-Only the standard library is used.
+Only the standard library is used (and ``harness.py`` beside this file).
 """
 
 from __future__ import annotations
@@ -57,22 +62,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from bench_ingest import (
-    MB,
-    Sample,
-    TracekitTool,
-    _cache_key,
-    _median,
-    run_measured,
-    tail,
-)
+from harness import MB, Sample, TracekitTool, cache_key, median, run_measured, tail
 
 DEFAULT_SOURCE = Path("/work/shared/corpus/rocprof/rocpd-v3-sample/vllm_mi300x_decode_results.db")
 DEFAULT_WORKDIR = Path("/tmp/tracekit-bench")
 GENERATOR_VERSION = 1
-TARGET_DISPATCHES = 1_000_000
+TARGET_DISPATCHES = 1_000_000  # the database bench_analyze / bench_dashboard share (454 copies)
+#: this benchmark's default: 227 copies of the sample, 500,535 dispatches (the issue-18 RSS budget)
+INGEST_DISPATCHES = 500_000
 GAP_NS = 1_000_000
 
 #: Per table: which columns hold which id space ("time" = a timestamp).
@@ -115,8 +112,8 @@ def _id_range(con: sqlite3.Connection, t: dict[str, str], space: str) -> tuple[i
     return int(lo), int(hi)
 
 
-def copies_for(source: Path, copies: int = 0) -> int:
-    """``copies``, or when ≤ 0 the number of copies of ``source`` that reaches TARGET_DISPATCHES."""
+def copies_for(source: Path, copies: int = 0, target: int = TARGET_DISPATCHES) -> int:
+    """``copies``, or when ≤ 0 the number of copies of ``source`` that reaches ``target`` dispatches."""
     if copies > 0:
         return copies
     src = sqlite3.connect(f"file:{source}?mode=ro", uri=True)
@@ -124,7 +121,7 @@ def copies_for(source: Path, copies: int = 0) -> int:
         n = src.execute(f'SELECT count(*) FROM "{_tables(src)["rocpd_kernel_dispatch"]}"').fetchone()[0]
     finally:
         src.close()
-    return -(-TARGET_DISPATCHES // n)
+    return -(-target // n)
 
 
 def cached_meta(store: Path, key: dict[str, Any]) -> dict[str, Any] | None:
@@ -143,11 +140,11 @@ def cached_meta(store: Path, key: dict[str, Any]) -> dict[str, Any] | None:
 def generate(source: Path, workdir: Path, copies: int, pmc_every: int) -> tuple[Path, dict[str, Any]]:
     out = workdir / f"rocpd-big-x{copies}-pmc{pmc_every}_results.db"
     meta_path = out.with_name(out.name + ".meta.json")
-    params = {"source": _cache_key(source), "copies": copies, "pmc_every": pmc_every,
+    params = {"source": cache_key(source), "copies": copies, "pmc_every": pmc_every,
               "generator": GENERATOR_VERSION}
     if out.exists() and meta_path.exists():
         meta = json.loads(meta_path.read_text())
-        if meta.get("params") == params and meta.get("key") == _cache_key(out):
+        if meta.get("params") == params and meta.get("key") == cache_key(out):
             print(f"[gen] reusing {out} ({meta['db_bytes'] / MB:.0f} MB, {meta['rows']})", flush=True)
             return out, meta
 
@@ -200,7 +197,7 @@ def generate(source: Path, workdir: Path, copies: int, pmc_every: int) -> tuple[
     con.close()
     os.replace(tmp, out)
     gen_s = time.perf_counter() - t0
-    meta = {"params": params, "key": _cache_key(out), "source": str(source), "copies": copies,
+    meta = {"params": params, "key": cache_key(out), "source": str(source), "copies": copies,
             "pmc_every": pmc_every, "rows": rows, "dispatches_with_counters": n_counted,
             "db_bytes": out.stat().st_size, "generation_s": round(gen_s, 1)}
     meta_path.write_text(json.dumps(meta, indent=1))
@@ -213,7 +210,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--source", type=Path, default=DEFAULT_SOURCE, help="rocpd database to replicate")
     p.add_argument("--copies", type=int, default=0,
-                   help=f"copies of the source timeline (default: enough for {TARGET_DISPATCHES:,} dispatches)")
+                   help=f"copies of the source timeline (default: enough for {INGEST_DISPATCHES:,} dispatches)")
     p.add_argument("--pmc-every", type=int, default=20,
                    help="replicate the counter rows only in every Nth copy (default %(default)s)")
     p.add_argument("--tracekit", default=None, help="tracekit command (default: .venv/bin/tracekit)")
@@ -228,7 +225,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     workdir: Path = args.workdir.resolve()
-    db, meta = generate(args.source, workdir, copies_for(args.source, args.copies), args.pmc_every)
+    db, meta = generate(args.source, workdir, copies_for(args.source, args.copies, INGEST_DISPATCHES), args.pmc_every)
     if args.generate_only:
         return 0
     tool = TracekitTool(args.tracekit)
@@ -251,21 +248,22 @@ def main(argv: Sequence[str] | None = None) -> int:
             cmd = tool.command(db, run_dir)
             log_path = log_dir / f"rocpd-big-tracekit-{i}.log"
             with open(log_path, "wb") as log:
-                sample = run_measured(cmd, log, args.timeout)
+                sample = run_measured(cmd, log, args.timeout, vmhwm_dir=run_dir)
             tool.after_run(run_dir, sample)
         if sample.returncode != 0:
             print(f"FAILED (exit {sample.returncode}): {shlex.join(cmd)}\n{tail(log_path)}", file=sys.stderr)
             return 1
         samples.append(sample)
-        print(f"  [tracekit] run {i + 1}/{args.repeat}: {sample.wall_s:.2f} s, {sample.rss_mb:.0f} MB peak RSS, "
+        print(f"  [tracekit] run {i + 1}/{args.repeat}: {sample.wall_s:.2f} s, {sample.rss_mb:.0f} MB peak RSS "
+              f"({sample.extra['rss_source']}), "
               f"store {sample.extra.get('store_mb', 0):.0f} MB", flush=True)
-    wall = _median([s.wall_s for s in samples])
-    rss = _median([s.rss_mb for s in samples])
+    wall = median([s.wall_s for s in samples])
+    rss = median([s.rss_mb for s in samples])
     result = {
         "wall_s": wall, "peak_rss_mb": rss, "records_per_s": records / wall,
         "dispatches_per_s": rows["rocpd_kernel_dispatch"] / wall,
-        "store_mb": _median([s.extra.get("store_mb", 0.0) for s in samples]),
-        "cpu_s": _median([s.user_s + s.sys_s for s in samples]),
+        "store_mb": median([s.extra.get("store_mb", 0.0) for s in samples]),
+        "cpu_s": median([s.user_s + s.sys_s for s in samples]),
     }
     table = "\n".join([
         "| DB MB | dispatches | copies | regions | counter rows | wall s | peak RSS MB | records/s | dispatches/s |",

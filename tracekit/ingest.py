@@ -35,13 +35,14 @@ from tracekit.limits import (
 from tracekit.parsers import REGISTRY, IngestContext, Parser, get_parser
 from tracekit.parsers._io import file_sha256
 from tracekit.parsers.base import DeviceInfo, RankInfo
+from tracekit.parsers.store_writer import insert_rows
 from tracekit.store import connect, default_store_path, update_run_meta, utc_now
 
 if TYPE_CHECKING:  # pragma: no cover
-    from tracekit.collectors.load import RequestRecord
+    from tracekit.request_rows import RequestRecord
 
 #: The request log of a capture directory (``tracekit capture`` writes it; one JSON object per
-#: request, see :func:`tracekit.collectors.load.write_requests`): stored with the run.
+#: request, see :func:`tracekit.request_rows.write_requests`): stored with the run.
 REQUESTS_FILE = "tracekit-requests.jsonl"
 
 #: Called as ``progress(n_events, n_bytes)`` with the trace events and input-file bytes (as on
@@ -179,7 +180,7 @@ def resolve_input(path: str | Path, format_name: str | None = None) -> RunInput:
         files = [p]
     requests = None
     if p.is_dir() and (p / REQUESTS_FILE).is_file():
-        from tracekit.collectors.load import read_requests
+        from tracekit.request_rows import read_requests
 
         requests = read_requests(p / REQUESTS_FILE)
     hashes = [file_sha256(f) for f in files]
@@ -314,7 +315,7 @@ def _write_run(
     if not one_run:
         _check_one_capture(item, ctx.ranks)
     if item.requests is not None:
-        from tracekit.collectors.load import insert_requests
+        from tracekit.request_rows import insert_requests
 
         insert_requests(con, item.run_id, item.requests)
     hash_of = dict(zip(item.files, item.file_hashes))
@@ -337,50 +338,40 @@ def _write_run(
                   (SELECT count(*) FROM pc_sample_rows WHERE run_id = $r)""",
         {"r": item.run_id},
     ).fetchall()[0]
-    con.execute(
-        """INSERT INTO run_meta VALUES ($run_id, $sha, $source, $format, $vendor, $device_name,
-             $label, $workload, $captured_at, $ingested_at, $tags, $n_files, $n_ranks,
-             $input_bytes, $n_events, $n_skipped, $version, $n_invalid)""",
+    insert_rows(con, "run_meta", [{
+        "run_id": item.run_id,
+        "content_sha256": item.content_sha256,
+        "source": str(item.source),
+        "format": REGISTRY[item.format].run_format,
+        "vendor": vendor,
+        "device_name": device_name,
+        "label": label,
+        "workload": workload,
+        "captured_at": captured_at,
+        "ingested_at": utc_now(),
+        "tags": dict(tags),
+        "n_files": len(item.files),
+        "n_ranks": len({r.rank for r in ctx.ranks}),
+        "input_bytes": item.input_bytes,
+        "n_trace_events": n_events,
+        "n_skipped_events": n_events - n_dev - n_host - n_pc,  # PC samples are stored records too
+        "tracekit_version": __version__,
+        "n_invalid_events": n_invalid,
+    }], source=None)  # an error here is mapped by _plain_error
+    insert_rows(con, "rank_meta", [
         {
-            "run_id": item.run_id,
-            "sha": item.content_sha256,
-            "source": str(item.source),
-            "format": REGISTRY[item.format].run_format,
-            "vendor": vendor,
-            "device_name": device_name,
-            "label": label,
-            "workload": workload,
-            "captured_at": captured_at,
-            "ingested_at": utc_now(),
-            "tags": dict(tags),
-            "n_files": len(item.files),
-            "n_ranks": len({r.rank for r in ctx.ranks}),
-            "input_bytes": item.input_bytes,
-            "n_events": n_events,
-            "n_skipped": n_events - n_dev - n_host - n_pc,  # PC samples are stored records too
-            "version": __version__,
-            "n_invalid": n_invalid,
-        },
-    )
-    con.executemany(
-        "INSERT INTO rank_meta VALUES (" + ", ".join(["?"] * 22) + ")",
-        [
-            (
-                item.run_id, r.rank, r.world_size, r.dist_backend, r.rank_source, r.host, str(r.path),
-                r.file_sha256, r.schema_version, r.trace_id, r.base_time_ns, r.display_time_unit,
-                r.runtime, r.runtime_version, json.dumps(r.metadata or {}, default=str),
-                r.n_trace_events, r.n_python_events, r.n_flow_events, r.n_other_skipped,
-                r.first_ns, r.last_ns, r.n_invalid_events,
-            )
-            for r in ctx.ranks
-        ],
-    )
-    if ctx.devices:
-        cols = ", ".join(DeviceInfo.COLUMNS)
-        con.executemany(
-            f"INSERT INTO device_meta ({cols}) VALUES ({', '.join(['?'] * len(DeviceInfo.COLUMNS))})",
-            ctx.device_rows(),
-        )
+            "run_id": item.run_id, "rank": r.rank, "world_size": r.world_size, "dist_backend": r.dist_backend,
+            "rank_source": r.rank_source, "host": r.host, "path": str(r.path), "file_sha256": r.file_sha256,
+            "schema_version": r.schema_version, "trace_id": r.trace_id, "base_time_ns": r.base_time_ns,
+            "display_time_unit": r.display_time_unit, "runtime": r.runtime, "runtime_version": r.runtime_version,
+            "trace_metadata": json.dumps(r.metadata or {}, default=str), "n_trace_events": r.n_trace_events,
+            "n_python_events": r.n_python_events, "n_flow_events": r.n_flow_events,
+            "n_other_skipped": r.n_other_skipped, "first_ns": r.first_ns, "last_ns": r.last_ns,
+            "n_invalid_events": r.n_invalid_events,
+        }
+        for r in ctx.ranks
+    ], source=None)
+    insert_rows(con, "device_meta", [dict(zip(DeviceInfo.COLUMNS, row)) for row in ctx.device_rows()], source=None)
     return IngestResult(
         run_id=item.run_id,
         source=str(item.source),

@@ -28,17 +28,17 @@ from tracekit.limits import event_too_long, max_event_bytes
 from tracekit.parsers._io import prefetch
 from tracekit.parsers.base import IngestContext
 from tracekit.parsers.kineto import (
-    _INSERT_DEVICE,
-    _INSERT_HOST,
     DEVICE_CATS,
+    EVENT_TABLES,
+    JSON_SELECTS,
     MAX_NESTING,
     SKIPPED_CATS,
     KinetoFile,
-    _duckdb_reason,
     _sql_str,
     check_nesting,
     parse_trailer,
 )
+from tracekit.parsers.store_writer import duckdb_reason, insert_batch
 
 _BOUNDARY = re.compile(rb"\}\s*,\s*(?=\{)")
 _CHUNK_BYTES = 2 << 20  # JSON bytes per chunk file handed to DuckDB
@@ -288,20 +288,23 @@ def stream_json(
 
     con = ctx.con
     n_total = n_python = n_flow = n_kept = bytes_done = 0
-    pending: dict[str, list[Path]] = {_INSERT_DEVICE: [], _INSERT_HOST: []}
+    pending: dict[str, list[Path]] = {table: [] for table in EVENT_TABLES}
     pending_bytes = 0
 
     def flush() -> None:
         # One INSERT over several chunk files: each read_json call costs a few ms of set-up,
         # which dominated when every 2 MiB chunk had its own (27 calls: 0.23 s vs 0.11 s).
-        for sql, paths in pending.items():
+        for table, paths in pending.items():
             if not paths:
                 continue
             files = "[" + ", ".join(_sql_str(str(p)) for p in paths) + "]"
             try:
-                con.execute(sql.replace("{path}", files), params)
-            except duckdb.Error as exc:
-                raise TraceInputError(kf.path, f"unexpected value in an event: {_duckdb_reason(exc)}") from None
+                insert_batch(con, table, select=JSON_SELECTS[table].replace("{path}", files), params=params,
+                             source=kf.path, what="unexpected value in an event")
+            except duckdb.OutOfMemoryException:
+                raise  # the memory limit, not the trace: the ingest says so
+            except duckdb.Error as exc:  # reading a chunk file
+                raise TraceInputError(kf.path, f"unexpected value in an event: {duckdb_reason(exc)}") from None
             finally:
                 for p in paths:
                     p.unlink(missing_ok=True)
@@ -310,9 +313,9 @@ def stream_json(
     # The producer thread decodes and writes the next chunks while DuckDB inserts earlier ones.
     try:
         for chunk in prefetch(chunk_files(kf, tmp), depth=_BATCH_CHUNKS + 1):
-            for sql, path in ((_INSERT_DEVICE, chunk.device_path), (_INSERT_HOST, chunk.host_path)):
+            for table, path in zip(EVENT_TABLES, (chunk.device_path, chunk.host_path)):
                 if path is not None:
-                    pending[sql].append(path)
+                    pending[table].append(path)
                     pending_bytes += path.stat().st_size
             if pending_bytes >= _BATCH_BYTES:
                 flush()

@@ -27,6 +27,7 @@ from tracekit.parsers.rocprofv3_csv import (
     pass_of,
     span,
 )
+from tracekit.parsers.store_writer import create_temp_table, insert_batch
 
 
 class Handle(msgspec.Struct, gc=False):
@@ -457,8 +458,8 @@ class RocprofJsonReader:
                 else:  # memory allocation, scratch memory, page migration, PC samples ...
                     n_skipped += 1
                     skipped_kinds[kind] = skipped_kinds.get(kind, 0) + 1
-        self._insert(ctx, rank, spid, dcols, hcols)
-        n_counter_values = self._insert_counters(ctx, rank, e, kernel_names, dev, pass_of(path))
+        self._insert(ctx, path, rank, spid, dcols, hcols)
+        n_counter_values = self._insert_counters(ctx, path, rank, e, kernel_names, dev, pass_of(path))
         ctx.progress(n_records, 0)
         first_ns, last_ns = span(con, ctx.run_id, rank)
         node_md = md.get("node")
@@ -495,39 +496,24 @@ class RocprofJsonReader:
     @staticmethod
     def _insert(
         ctx: IngestContext,
+        path: Path,
         rank: int,
         pid: str | None,
         dcols: dict[str, list[Any]],
         hcols: dict[str, list[Any]],
     ) -> None:
-        con = ctx.con
         params = {"run_id": ctx.run_id, "rank": rank, "pid": pid}
         if dcols["start_ns"]:
-            con.register("rp_json_device", {k: _obj(v, _DEVICE_COLS[k]) for k, v in dcols.items()})
-            try:
-                con.execute(
-                    f"""INSERT INTO device_activity (run_id, rank, pid, {", ".join(_DEVICE_COLS)})
-                        SELECT $run_id, $rank, $pid, {", ".join(f"CAST({c} AS {t})" for c, t in _DEVICE_COLS.items())}
-                        FROM rp_json_device""",
-                    params,
-                ).fetchall()
-            finally:
-                con.unregister("rp_json_device")
+            insert_batch(ctx.con, "device_activity", {k: _obj(v, _DEVICE_COLS[k]) for k, v in dcols.items()},
+                         select=_DEVICE_SELECT, params=params, source=path)
         if hcols["start_ns"]:
-            con.register("rp_json_host", {k: _obj(v, _HOST_COLS[k]) for k, v in hcols.items()})
-            try:
-                con.execute(
-                    f"""INSERT INTO host_events (run_id, rank, {", ".join(_HOST_COLS)})
-                        SELECT $run_id, $rank, {", ".join(f"CAST({c} AS {t})" for c, t in _HOST_COLS.items())}
-                        FROM rp_json_host""",
-                    {"run_id": ctx.run_id, "rank": rank},
-                ).fetchall()
-            finally:
-                con.unregister("rp_json_host")
+            insert_batch(ctx.con, "host_events", {k: _obj(v, _HOST_COLS[k]) for k, v in hcols.items()},
+                         select=_HOST_SELECT, params=params, source=path)
 
     @staticmethod
     def _insert_counters(
         ctx: IngestContext,
+        path: Path,
         rank: int,
         e: ToolEntry,
         kernel_names: dict[int, str],
@@ -564,35 +550,34 @@ class RocprofJsonReader:
             return 0
         ids = sorted(i for i in counter_names if _I64_MIN <= i <= _I64_MAX)
         con = ctx.con
-        con.register("rp_json_disp", {k: _obj(v) for k, v in disp.items()})
-        con.register(
-            "rp_json_rec",
-            {
-                "i": np.asarray(rec_i, dtype=np.int64),
-                "counter_id": np.asarray(rec_counter, dtype=np.int64),
-                "value": np.asarray(rec_value, dtype=np.float64),
-            },
-        )
-        con.register(
-            "rp_json_names",
+        create_temp_table(con, "rp_json_disp", {k: _obj(v) for k, v in disp.items()}, source=path)
+        create_temp_table(
+            con, "rp_json_names",
             {"counter_id": np.asarray(ids, dtype=np.int64), "name": _obj([counter_names[i] for i in ids])},
+            source=path,
         )
         try:
-            rows = con.execute(
-                """INSERT INTO counter_values (run_id, rank, device, correlation_id, dispatch_id,
-                       kernel_name, counter, value, pass)
-                   SELECT $run_id, $rank, CAST(d.device AS INTEGER), CAST(d.corr AS BIGINT),
-                          CAST(d.dispatch AS BIGINT), CAST(d.kernel AS VARCHAR),
-                          coalesce(n.name, 'counter_' || r.counter_id), sum(r.value), $pass
-                   FROM rp_json_rec r JOIN rp_json_disp d ON CAST(d.i AS BIGINT) = r.i
-                   LEFT JOIN rp_json_names n ON n.counter_id = r.counter_id
-                   GROUP BY ALL""",
-                {"run_id": ctx.run_id, "rank": rank, "pass": pass_name},
-            ).fetchall()
+            return insert_batch(
+                con, "counter_values",
+                {
+                    "i": np.asarray(rec_i, dtype=np.int64),
+                    "counter_id": np.asarray(rec_counter, dtype=np.int64),
+                    "value": np.asarray(rec_value, dtype=np.float64),
+                },
+                select="""SELECT $run_id AS run_id, $rank AS rank, CAST(d.device AS INTEGER) AS device,
+                              CAST(d.corr AS BIGINT) AS correlation_id, CAST(d.dispatch AS BIGINT) AS dispatch_id,
+                              CAST(d.kernel AS VARCHAR) AS kernel_name,
+                              coalesce(n.name, 'counter_' || r.counter_id) AS counter, sum(r.value) AS value,
+                              $pass AS pass
+                          FROM batch r JOIN rp_json_disp d ON CAST(d.i AS BIGINT) = r.i
+                          LEFT JOIN rp_json_names n ON n.counter_id = r.counter_id
+                          GROUP BY ALL""",
+                params={"run_id": ctx.run_id, "rank": rank, "pass": pass_name},
+                source=path,
+            )
         finally:
-            for name in ("rp_json_disp", "rp_json_rec", "rp_json_names"):
-                con.unregister(name)
-        return int(rows[0][0])
+            for name in ("rp_json_disp", "rp_json_names"):
+                con.execute(f"DROP TABLE IF EXISTS {name}").fetchall()
 
 
 def _blocks(grid: int, wg: int) -> int | None:
@@ -639,6 +624,16 @@ _HOST_COLS = {
     "correlation_id": "BIGINT",
     "external_id": "BIGINT",
 }
+
+#: The rows of a batch of ``_DEVICE_COLS`` / ``_HOST_COLS`` object columns, cast to their types.
+_DEVICE_SELECT = (
+    "SELECT $run_id AS run_id, $rank AS rank, $pid AS pid, "
+    + ", ".join(f"CAST({c} AS {t}) AS {c}" for c, t in _DEVICE_COLS.items()) + " FROM batch"
+)
+_HOST_SELECT = (
+    "SELECT $run_id AS run_id, $rank AS rank, "
+    + ", ".join(f"CAST({c} AS {t}) AS {c}" for c, t in _HOST_COLS.items()) + " FROM batch"
+)
 
 
 def _append(cols: dict[str, list[Any]], **values: Any) -> None:

@@ -37,9 +37,9 @@ Events are read line by line into :class:`_LineEvents` columns, by the C helper 
 straight from the serialized XSpace (a few ns per byte) or, without it, through protobuf's Python
 wrappers (microseconds per event and stat; same columns, the tests hold the two to each other).
 Per-line constants (thread, category, the line's start) are spread over their rows when a batch
-is inserted; the columns reach DuckDB as NumPy arrays through a replacement scan (no
-catalog entry, so each batch is freed once inserted); names, costs and categories are joined in
-SQL.
+is inserted; the columns reach DuckDB as NumPy arrays through ``store_writer.insert_batch`` (a
+replacement scan: no catalog entry, so each batch is freed once inserted); names, costs and
+categories are joined in SQL.
 """
 
 from __future__ import annotations
@@ -67,6 +67,7 @@ from tracekit.limits import InputLimitError, check_temp_space, event_too_long, m
 from tracekit.parsers._io import GZIP_MAGIC, iter_decompressed
 from tracekit.parsers.base import DeviceInfo, IngestContext, RankInfo
 from tracekit.parsers.proto import hlo_subset_pb2, xplane_pb2
+from tracekit.parsers.store_writer import create_temp_table, insert_batch, insert_rows
 
 try:  # C helper built by setup.py when a compiler is present; else protobuf's wrappers
     from tracekit.parsers import _xplane_wire as _wire
@@ -685,27 +686,36 @@ _HOST_LINE = ("tid", "category", "base_ns")
 _FLUSH_ROWS = 200_000
 _FLUSH_LINES = 20_000
 
-_INSERT_DEVICE_TEMPLATE = """
-INSERT INTO device_activity (run_id, rank, device, stream, category, name, start_ns, dur_ns,
-    correlation_id, trace_category, pid, tid, grid_x, grid_y, grid_z, block_x, block_y, block_z,
-    registers_per_thread, shared_mem_bytes, est_occupancy_pct, bytes, kind, device_start_ns,
-    device_dur_ns, op_metadata_id, hlo_module, hlo_category, program_id, flops, model_flops,
-    bytes_accessed, hbm_bytes, args)
-SELECT $run_id, $rank, $device, b.stream,
+_DEVICE_TEMPLATE = """
+SELECT
+    $run_id AS run_id,
+    $rank AS rank,
+    $device AS device,
+    b.stream AS stream,
     CASE WHEN b.category = 'stream'
          THEN CASE WHEN m.name ILIKE 'memcpy%' OR x.memcpy_bytes IS NOT NULL THEN 'memcpy'
                    WHEN m.name ILIKE 'memset%' THEN 'memset' ELSE 'kernel' END
-         ELSE b.category END,
-    coalesce(nullif(m.display_name, ''), m.name, ''),
-    b.base_ns + CAST(round(b.offset_ps / 1000) AS BIGINT), CAST(round(b.dur_ps / 1000) AS BIGINT),
-    TRY_CAST(b.correlation_id AS BIGINT), 'xplane:' || b.kind, $plane, b.tid,
-    {kernel_details}
-    x.memcpy_bytes, b.hlo_op,
-    CAST(round(TRY_CAST(b.device_offset_ps AS DOUBLE) / 1000) AS BIGINT),
-    CAST(round(TRY_CAST(b.device_duration_ps AS DOUBLE) / 1000) AS BIGINT),
-    b.metadata_id, coalesce(b.hlo_module, m.hlo_module), m.hlo_category,
-    coalesce(CAST(b.program_id AS VARCHAR), m.program_id), m.flops, m.model_flops,
-    m.bytes_accessed, m.hbm_read_bytes + m.hbm_write_bytes, b.args
+         ELSE b.category END AS category,
+    coalesce(nullif(m.display_name, ''), m.name, '') AS name,
+    b.base_ns + CAST(round(b.offset_ps / 1000) AS BIGINT) AS start_ns,
+    CAST(round(b.dur_ps / 1000) AS BIGINT) AS dur_ns,
+    TRY_CAST(b.correlation_id AS BIGINT) AS correlation_id,
+    'xplane:' || b.kind AS trace_category,
+    $plane AS pid,
+    b.tid AS tid,
+    {kernel_details} x.memcpy_bytes AS bytes,
+    b.hlo_op AS kind,
+    CAST(round(TRY_CAST(b.device_offset_ps AS DOUBLE) / 1000) AS BIGINT) AS device_start_ns,
+    CAST(round(TRY_CAST(b.device_duration_ps AS DOUBLE) / 1000) AS BIGINT) AS device_dur_ns,
+    b.metadata_id AS op_metadata_id,
+    coalesce(b.hlo_module, m.hlo_module) AS hlo_module,
+    m.hlo_category AS hlo_category,
+    coalesce(CAST(b.program_id AS VARCHAR), m.program_id) AS program_id,
+    m.flops AS flops,
+    m.model_flops AS model_flops,
+    m.bytes_accessed AS bytes_accessed,
+    m.hbm_read_bytes + m.hbm_write_bytes AS hbm_bytes,
+    b.args AS args
 FROM batch b LEFT JOIN plane_meta m ON m.metadata_id = b.metadata_id,
     LATERAL (SELECT {memcpy_bytes} AS memcpy_bytes) x
 """
@@ -714,33 +724,44 @@ FROM batch b LEFT JOIN plane_meta m ON m.metadata_id = b.metadata_id,
 #: ``memcpy_details`` (13 regular expressions: their compilation is most of the statement's ~8 ms
 #: fixed cost, so batches without either stat (TPU, CPU) use NULLs instead).
 _KERNEL_DETAILS_SQL = """
-    TRY_CAST(regexp_extract(b.kernel_details, 'grid:(\\d+),(\\d+),(\\d+)', 1) AS INTEGER),
-    TRY_CAST(regexp_extract(b.kernel_details, 'grid:(\\d+),(\\d+),(\\d+)', 2) AS INTEGER),
-    TRY_CAST(regexp_extract(b.kernel_details, 'grid:(\\d+),(\\d+),(\\d+)', 3) AS INTEGER),
-    TRY_CAST(regexp_extract(b.kernel_details, 'block:(\\d+),(\\d+),(\\d+)', 1) AS INTEGER),
-    TRY_CAST(regexp_extract(b.kernel_details, 'block:(\\d+),(\\d+),(\\d+)', 2) AS INTEGER),
-    TRY_CAST(regexp_extract(b.kernel_details, 'block:(\\d+),(\\d+),(\\d+)', 3) AS INTEGER),
-    TRY_CAST(nullif(regexp_extract(b.kernel_details, 'regs:(\\d+)', 1), '') AS INTEGER),
+    TRY_CAST(regexp_extract(b.kernel_details, 'grid:(\\d+),(\\d+),(\\d+)', 1) AS INTEGER) AS grid_x,
+    TRY_CAST(regexp_extract(b.kernel_details, 'grid:(\\d+),(\\d+),(\\d+)', 2) AS INTEGER) AS grid_y,
+    TRY_CAST(regexp_extract(b.kernel_details, 'grid:(\\d+),(\\d+),(\\d+)', 3) AS INTEGER) AS grid_z,
+    TRY_CAST(regexp_extract(b.kernel_details, 'block:(\\d+),(\\d+),(\\d+)', 1) AS INTEGER) AS block_x,
+    TRY_CAST(regexp_extract(b.kernel_details, 'block:(\\d+),(\\d+),(\\d+)', 2) AS INTEGER) AS block_y,
+    TRY_CAST(regexp_extract(b.kernel_details, 'block:(\\d+),(\\d+),(\\d+)', 3) AS INTEGER) AS block_z,
+    TRY_CAST(nullif(regexp_extract(b.kernel_details, 'regs:(\\d+)', 1), '') AS INTEGER) AS registers_per_thread,
     coalesce(
         TRY_CAST(nullif(regexp_extract(b.kernel_details, 'group_mem:(\\d+)', 1), '') AS BIGINT),
         TRY_CAST(nullif(regexp_extract(b.kernel_details, 'shm:(\\d+)', 1), '') AS BIGINT),
         TRY_CAST(nullif(regexp_extract(b.kernel_details, 'static_shared:(\\d+)', 1), '') AS BIGINT)
           + coalesce(TRY_CAST(nullif(regexp_extract(b.kernel_details, 'dynamic_shared:(\\d+)', 1), '')
-                              AS BIGINT), 0)),
-    TRY_CAST(nullif(regexp_extract(b.kernel_details, 'occ_pct:([0-9.]+)', 1), '') AS DOUBLE)"""
+                              AS BIGINT), 0)) AS shared_mem_bytes,
+    TRY_CAST(nullif(regexp_extract(b.kernel_details, 'occ_pct:([0-9.]+)', 1), '') AS DOUBLE) AS est_occupancy_pct"""
 _MEMCPY_BYTES_SQL = "TRY_CAST(nullif(regexp_extract(b.memcpy_details, 'size:(\\d+)', 1), '') AS BIGINT)"
-_INSERT_DEVICE = _INSERT_DEVICE_TEMPLATE.replace("{kernel_details}", _KERNEL_DETAILS_SQL.strip() + ",").replace(
+_KERNEL_DETAIL_COLS = ("grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z", "registers_per_thread",
+                       "shared_mem_bytes", "est_occupancy_pct")
+_DEVICE = _DEVICE_TEMPLATE.replace("{kernel_details}", _KERNEL_DETAILS_SQL.strip() + ",").replace(
     "{memcpy_bytes}", _MEMCPY_BYTES_SQL)
-_INSERT_DEVICE_NO_DETAILS = _INSERT_DEVICE_TEMPLATE.replace("{kernel_details}", ", ".join(["NULL"] * 9) + ",").replace(
+_DEVICE_NO_DETAILS = _DEVICE_TEMPLATE.replace(
+    "{kernel_details}", ", ".join(f"NULL AS {c}" for c in _KERNEL_DETAIL_COLS) + ",").replace(
     "{memcpy_bytes}", "NULL::BIGINT")
 _GPU_DETAIL_COLS = ("kernel_details", "memcpy_details")
 
-_INSERT_HOST = """
-INSERT INTO host_events (run_id, rank, pid, tid, category, trace_category, name, start_ns, dur_ns,
-    correlation_id, device, args)
-SELECT $run_id, $rank, $plane, b.tid, c.category, 'xplane:' || c.category, c.name,
-    b.base_ns + CAST(round(b.offset_ps / 1000) AS BIGINT), CAST(round(b.dur_ps / 1000) AS BIGINT),
-    TRY_CAST(json_extract_string(b.args, '$.correlation_id') AS BIGINT), $device, b.args
+_HOST = """
+SELECT
+    $run_id AS run_id,
+    $rank AS rank,
+    $plane AS pid,
+    b.tid AS tid,
+    c.category AS category,
+    'xplane:' || c.category AS trace_category,
+    c.name AS name,
+    b.base_ns + CAST(round(b.offset_ps / 1000) AS BIGINT) AS start_ns,
+    CAST(round(b.dur_ps / 1000) AS BIGINT) AS dur_ns,
+    TRY_CAST(json_extract_string(b.args, '$.correlation_id') AS BIGINT) AS correlation_id,
+    $device AS device,
+    b.args AS args
 FROM batch b LEFT JOIN plane_meta m ON m.metadata_id = b.metadata_id,
     LATERAL (SELECT coalesce(nullif(m.display_name, ''), m.name, '') AS name) n,
     -- Python-tracer events kept with python_events: category 'python' (its plane, or names with '$')
@@ -886,15 +907,6 @@ class XSpaceReader:
             )
         )
 
-    def _scan(self, arrays: dict[str, np.ndarray], sql: str, params: dict[str, Any] | None = None) -> None:
-        """Run ``sql`` with the NumPy columns ``arrays`` visible to DuckDB as table ``batch``.
-
-        A replacement scan of this frame's local ``batch``, not ``con.register``: a registered
-        object stays alive until the transaction ends even once unregistered, which would keep
-        every batch of the ingest in memory until COMMIT."""
-        batch = arrays  # noqa: F841 - read by DuckDB's replacement scan
-        self.con.execute(sql, params or {}).fetchall()
-
     # -- per-plane metadata ------------------------------------------------------------------
 
     def _register_meta(self, plane: xplane_pb2.XPlane, names: dict[int, str], with_costs: bool) -> None:
@@ -906,7 +918,7 @@ class XSpaceReader:
             name_cols["metadata_id"] = np.fromiter((mid for mid, _ in items), dtype=np.int64, count=n)
             name_cols["name"] = np.array([em.name for _, em in items], dtype=object)
             name_cols["display_name"] = np.array([em.display_name for _, em in items], dtype=object)
-            self._scan(name_cols, "CREATE OR REPLACE TEMP TABLE plane_meta AS SELECT * FROM batch")
+            create_temp_table(self.con, "plane_meta", name_cols, source=self.path)
             return
         cols: dict[str, list[Any]] = {c: [] for c in _META_COLS}
         for mid, em in plane.event_metadata.items():
@@ -937,7 +949,7 @@ class XSpaceReader:
             c: (np.fromiter(v, dtype=np.int64, count=len(v)) if c == "metadata_id" else np.array(v, dtype=object))
             for c, v in cols.items()
         }
-        self._scan(arrays, "CREATE OR REPLACE TEMP TABLE plane_meta AS SELECT * FROM batch")
+        create_temp_table(self.con, "plane_meta", arrays, source=self.path)
 
     # -- device planes ------------------------------------------------------------------------
 
@@ -946,16 +958,17 @@ class XSpaceReader:
         plane_stats = _stats(plane.stats, names)
         self._add_device(kind, index, sub, plane.name, plane_stats)
         self._register_meta(plane, names, with_costs=True)
-        self.con.execute(
-            """INSERT INTO xla_op_costs
-               SELECT $run_id, $rank, $device, metadata_id, coalesce(nullif(display_name, ''), name),
-                      name, hlo_category, program_id, flops, model_flops, bytes_accessed,
-                      raw_bytes_accessed, hbm_read_bytes, hbm_write_bytes, memory_breakdown,
-                      shape_with_layout, tf_op, deduplicated_name, source
-               FROM plane_meta
-               WHERE hlo_category IS NOT NULL OR flops IS NOT NULL OR bytes_accessed IS NOT NULL""",
-            {**self.params, "device": index},
-        ).fetchall()  # consume the result before the next statement runs
+        insert_batch(
+            self.con, "xla_op_costs",
+            select="""SELECT $run_id AS run_id, $rank AS rank, $device AS device, metadata_id AS op_metadata_id,
+                          coalesce(nullif(display_name, ''), name) AS name, name AS hlo_text, hlo_category,
+                          program_id, flops, model_flops, bytes_accessed, raw_bytes_accessed,
+                          hbm_read_bytes, hbm_write_bytes, memory_breakdown, shape_with_layout, tf_op,
+                          deduplicated_name, source
+                      FROM plane_meta
+                      WHERE hlo_category IS NOT NULL OR flops IS NOT NULL OR bytes_accessed IS NOT NULL""",
+            params={**self.params, "device": index}, source=self.path,
+        )
         device_rows = _Batch(_DEVICE_COLS, _DEVICE_LINE)
         span_rows = _Batch(_HOST_COLS, _HOST_LINE)
         for line, span, n_events in self._lines(plane):
@@ -1045,22 +1058,27 @@ class XSpaceReader:
     def _flush_device(self, rows: _Batch, plane_name: str, device: int) -> None:
         def sql(arrays: dict[str, np.ndarray]) -> str:
             gpu = any(arrays[c].astype(bool).any() for c in _GPU_DETAIL_COLS)  # a non-empty value
-            return _INSERT_DEVICE if gpu else _INSERT_DEVICE_NO_DETAILS
+            return _DEVICE if gpu else _DEVICE_NO_DETAILS
 
-        self._flush(rows, sql, {"plane": plane_name, "device": device})
+        self._flush(rows, "device_activity", sql, {"plane": plane_name, "device": device})
 
     def _flush_host(self, rows: _Batch, plane_name: str, device: int | None, python_plane: bool | None = None) -> None:
         """Insert host rows; ``python_plane`` (True/False) marks the Python-tracer events kept
         with ``python_events`` as category ``python`` (None: no such events here)."""
-        self._flush(rows, lambda _: _INSERT_HOST, {
+        self._flush(rows, "host_events", lambda _: _HOST, {
             "plane": plane_name, "device": device, "python": python_plane is not None,
             "python_plane": bool(python_plane)})
 
-    def _flush(self, rows: _Batch, sql: Callable[[dict[str, np.ndarray]], str], params: dict[str, Any]) -> None:
-        """Insert the batch with the statement ``sql(arrays)``, report progress, empty the batch."""
+    def _flush(
+        self, rows: _Batch, table: str, select: Callable[[dict[str, np.ndarray]], str], params: dict[str, Any]
+    ) -> None:
+        """Insert the batch into ``table`` as ``select(arrays)`` makes its rows, report progress,
+        empty the batch."""
         if rows.rows:
             arrays = rows.arrays()
-            self._scan(arrays, sql(arrays), {**self.params, **params})
+            insert_batch(self.con, table, arrays, select=select(arrays), params={**self.params, **params},
+                         source=self.path)
+            del arrays
             self.ctx.progress(rows.rows, 0)
         rows.clear()
 
@@ -1190,7 +1208,7 @@ class XSpaceReader:
     # -- /host:metadata -----------------------------------------------------------------------
 
     def _modules(self, plane: xplane_pb2.XPlane, names: dict[int, str]) -> None:
-        rows = []
+        rows: list[dict[str, Any]] = []
         for em in plane.event_metadata.values():
             st = {names.get(s.metadata_id): s for s in em.stats}
             hlo = st.get("Hlo Proto")
@@ -1214,12 +1232,11 @@ class XSpaceReader:
             m = re.match(r"^(.*)\((\d+)\)$", em.name)
             function = m.group(1) if m else em.name
             function = function.removeprefix("jit_")
-            rows.append((self.ctx.run_id, self.rank, em.name, function, m.group(2) if m else None,
-                         module_id, signature, params_json, result, size))
-        if rows:
-            self.con.executemany(
-                "INSERT INTO xla_module_meta VALUES (" + ", ".join(["?"] * 10) + ")", rows
-            )
+            rows.append({"run_id": self.ctx.run_id, "rank": self.rank, "module_name": em.name, "function": function,
+                         "fingerprint": m.group(2) if m else None, "module_id": module_id,
+                         "entry_signature": signature, "param_shapes": params_json, "result_shape": result,
+                         "hlo_proto_bytes": size})
+        insert_rows(self.con, "xla_module_meta", rows, source=self.path)
 
 
 def _timed(events: Sequence[xplane_pb2.XEvent]) -> Sequence[xplane_pb2.XEvent]:

@@ -7,7 +7,7 @@ trace):
 (:class:`ReadAhead`) inflates the file (ISA-L when available, in its own thread) and feeds the C
 scanner, which validates the JSON, counts every event and keeps the stored ones as text columns
 with the GIL released; DuckDB inserts each batch through the Arrow C stream interface (no
-pyarrow) with the same SQL conversions as below. The CLI starts this thread before it even
+pyarrow; ``store_writer.insert_batch``) with the same SQL conversions as below. The CLI starts this thread before it even
 imports DuckDB (:func:`read_ahead`), and ``prepare`` starts it before the store is opened.
 
 **Pure Python** (no compiler at install time, or ``TRACEKIT_PURE_PYTHON=1``): msgspec-decoded
@@ -49,6 +49,7 @@ from tracekit.errors import TraceInputError
 from tracekit.limits import InputLimitError, event_too_long, max_event_bytes
 from tracekit.parsers._io import Prefetch, ReadCounter, iter_decompressed, prefetch, read_head
 from tracekit.parsers.base import IngestContext, Parser, RankInfo
+from tracekit.parsers.store_writer import BATCH, insert_batch
 
 # ---------------------------------------------------------------------------------------------
 # Category vocabularies (current and 2021 schema).
@@ -267,7 +268,6 @@ _READ = "read_json({path}, format = 'array', columns = " + _COLUMNS + ")"
 #: and ``a<i>`` for ``args[_ARG_KEYS[i]]`` (ts/dur: the trace's own number text), plus
 #: ``ts_ns``/``dur_ns``, exact BIGINT ns computed by the scanner where the text is plain decimal
 #: µs with at most 6 fractional digits (else NULL, and SQL converts the text as below).
-_NATIVE_SRC = "kineto_batch"
 
 
 def _json_arg(key: str) -> str:
@@ -282,8 +282,9 @@ _NS = "TRY_CAST(round({c} * 1000) AS BIGINT)"  # exact: {c} is DECIMAL µs from 
 _MAX_NS = 1 << 62  # |ts| and dur beyond this (ns) are not physical: the event is dropped
 
 
-def _insert_sql(table: str, arg: Callable[[str], str], src: str, *, native: bool = False) -> str:
-    """The INSERT of one batch of events into ``device_activity`` or ``host_events``.
+def _select_sql(table: str, arg: Callable[[str], str], src: str, *, native: bool = False) -> str:
+    """The SELECT of one batch of events as rows of ``device_activity`` or ``host_events``
+    (each result column named as the table's, for ``store_writer.insert_batch``).
 
     ``arg(key)`` names the column holding ``args[key]`` (text) and ``src`` is the row source:
     DuckDB's ``read_json`` of chunk files, or a batch of the native scanner."""
@@ -293,8 +294,9 @@ def _insert_sql(table: str, arg: Callable[[str], str], src: str, *, native: bool
 
     external_id = f'coalesce({a("External id", "BIGINT")}, {a("external_id_2021", "BIGINT")})'
     collective = (
-        f'{arg("Collective name")}, {a("In msg nelems", "BIGINT")}, {a("Out msg nelems", "BIGINT")}, '
-        f'{a("Group size", "INTEGER")}, {arg("dtype")}'
+        f'{arg("Collective name")} AS collective_name, {a("In msg nelems", "BIGINT")} AS in_msg_nelems, '
+        f'{a("Out msg nelems", "BIGINT")} AS out_msg_nelems, {a("Group size", "INTEGER")} AS group_size, '
+        f'{arg("dtype")} AS dtype'
     )
     ts, dur = _NS.format(c="ts"), _NS.format(c="coalesce(dur, 0)")
     if native:
@@ -306,38 +308,69 @@ def _insert_sql(table: str, arg: Callable[[str], str], src: str, *, native: bool
     valid = f"ts IS NOT NULL AND {dur} BETWEEN 0 AND {_MAX_NS} AND {ts} BETWEEN -{_MAX_NS} AND {_MAX_NS}"
     if table == "device_activity":
         return f"""
-INSERT INTO device_activity (run_id, rank, device, stream, category, name, start_ns, dur_ns,
-    correlation_id, external_id, trace_category, pid, tid, grid_x, grid_y, grid_z, block_x,
-    block_y, block_z, registers_per_thread, shared_mem_bytes, blocks_per_cu, warps_per_cu,
-    est_occupancy_pct, bytes, bandwidth_gbps, kind, collective_name, in_msg_nelems,
-    out_msg_nelems, group_size, dtype)
-SELECT $run_id, $rank, coalesce({a("device", "INTEGER")}, TRY_CAST(pid AS INTEGER)),
-    coalesce({arg("stream")}, tid), {_CAT_CASE}, coalesce(name, ''), {ts}, {dur},
-    {a("correlation", "BIGINT")}, {external_id}, cat, pid, tid,
-    {a("grid", "INTEGER[]")}[1], {a("grid", "INTEGER[]")}[2], {a("grid", "INTEGER[]")}[3],
-    {a("block", "INTEGER[]")}[1], {a("block", "INTEGER[]")}[2], {a("block", "INTEGER[]")}[3],
-    {a("registers per thread", "INTEGER")}, {a("shared memory", "BIGINT")},
-    {a("blocks per SM", "DOUBLE")}, {a("warps per SM", "DOUBLE")},
-    {a("est. achieved occupancy %", "DOUBLE")}, {a("bytes", "BIGINT")},
-    {a("memory bandwidth (GB/s)", "DOUBLE")}, {arg("kind")}, {collective}
+SELECT
+    $run_id AS run_id,
+    $rank AS rank,
+    coalesce({a("device", "INTEGER")}, TRY_CAST(pid AS INTEGER)) AS device,
+    coalesce({arg("stream")}, tid) AS stream,
+    {_CAT_CASE} AS category,
+    coalesce(name, '') AS name,
+    {ts} AS start_ns,
+    {dur} AS dur_ns,
+    {a("correlation", "BIGINT")} AS correlation_id,
+    {external_id} AS external_id,
+    cat AS trace_category,
+    pid,
+    tid,
+    {a("grid", "INTEGER[]")}[1] AS grid_x,
+    {a("grid", "INTEGER[]")}[2] AS grid_y,
+    {a("grid", "INTEGER[]")}[3] AS grid_z,
+    {a("block", "INTEGER[]")}[1] AS block_x,
+    {a("block", "INTEGER[]")}[2] AS block_y,
+    {a("block", "INTEGER[]")}[3] AS block_z,
+    {a("registers per thread", "INTEGER")} AS registers_per_thread,
+    {a("shared memory", "BIGINT")} AS shared_mem_bytes,
+    {a("blocks per SM", "DOUBLE")} AS blocks_per_cu,
+    {a("warps per SM", "DOUBLE")} AS warps_per_cu,
+    {a("est. achieved occupancy %", "DOUBLE")} AS est_occupancy_pct,
+    {a("bytes", "BIGINT")} AS bytes,
+    {a("memory bandwidth (GB/s)", "DOUBLE")} AS bandwidth_gbps,
+    {arg("kind")} AS kind,
+    {collective}
 FROM {src} WHERE {valid}
 """
     return f"""
-INSERT INTO host_events (run_id, rank, pid, tid, category, trace_category, name, start_ns,
-    dur_ns, correlation_id, external_id, sequence_number, fwd_thread_id, input_dims,
-    input_types, input_strides, concrete_inputs, flops, stream, device, cbid, collective_name,
-    in_msg_nelems, out_msg_nelems, group_size, dtype)
-SELECT $run_id, $rank, pid, tid, {_CAT_CASE}, coalesce(cat, ''), coalesce(name, ''),
-    {ts}, {dur}, {a("correlation", "BIGINT")}, {external_id}, {a("Sequence number", "BIGINT")},
-    {a("Fwd thread id", "BIGINT")}, {arg("Input Dims")}, {arg("Input type")},
-    {arg("Input Strides")}, {arg("Concrete Inputs")}, {a("flops", "DOUBLE")}, {arg("stream")},
-    {a("device", "INTEGER")}, {a("cbid", "INTEGER")}, {collective}
+SELECT
+    $run_id AS run_id,
+    $rank AS rank,
+    pid,
+    tid,
+    {_CAT_CASE} AS category,
+    coalesce(cat, '') AS trace_category,
+    coalesce(name, '') AS name,
+    {ts} AS start_ns,
+    {dur} AS dur_ns,
+    {a("correlation", "BIGINT")} AS correlation_id,
+    {external_id} AS external_id,
+    {a("Sequence number", "BIGINT")} AS sequence_number,
+    {a("Fwd thread id", "BIGINT")} AS fwd_thread_id,
+    {arg("Input Dims")} AS input_dims,
+    {arg("Input type")} AS input_types,
+    {arg("Input Strides")} AS input_strides,
+    {arg("Concrete Inputs")} AS concrete_inputs,
+    {a("flops", "DOUBLE")} AS flops,
+    {arg("stream")} AS stream,
+    {a("device", "INTEGER")} AS device,
+    {a("cbid", "INTEGER")} AS cbid,
+    {collective}
 FROM {src} WHERE {valid}
 """
 
 
-_INSERT_DEVICE = _insert_sql("device_activity", _json_arg, _READ)
-_INSERT_HOST = _insert_sql("host_events", _json_arg, _READ)
+#: The tables a batch of events goes to, by the native scanner's table index.
+EVENT_TABLES = ("device_activity", "host_events")
+#: The SELECT of a chunk file's events per table (``{path}``: the chunk files, for ``read_json``).
+JSON_SELECTS = {t: _select_sql(t, _json_arg, _READ) for t in EVENT_TABLES}
 _NATIVE_NAMES = ["cat", "name", "pid", "tid", "ts", "dur", *(f"a{i}" for i in range(len(_ARG_KEYS))), "ts_ns", "dur_ns"]
 
 
@@ -347,13 +380,13 @@ def _used_columns(sql: str) -> list[int]:
     return [i for i, n in enumerate(_NATIVE_NAMES) if re.search(rf"\b{n}\b", sql)]
 
 
-def _native_insert(table: str) -> tuple[str, list[int]]:
-    """The INSERT of a native batch, and the batch columns it reads."""
-    sql = _insert_sql(table, _native_arg, _NATIVE_SRC, native=True)
-    return sql, _used_columns(sql.split("SELECT", 1)[1])
+def _native_select(table: str) -> tuple[str, list[int]]:
+    """The SELECT of a native batch, and the batch columns it reads."""
+    sql = _select_sql(table, _native_arg, BATCH, native=True)
+    return sql, _used_columns(sql)
 
 
-_NATIVE_INSERTS, _NATIVE_COLUMNS = zip(*(_native_insert(t) for t in ("device_activity", "host_events")))
+_NATIVE_SELECTS, _NATIVE_COLUMNS = zip(*(_native_select(t) for t in EVENT_TABLES))
 
 
 class KinetoParser(Parser, format_name="kineto"):
@@ -684,26 +717,17 @@ def cancel_read_aheads() -> None:
 def _insert_native(ahead: ReadAhead, ctx: IngestContext, params: dict[str, Any]) -> tuple[int, int, int, int]:
     """Insert the read-ahead's batches with the same SQL conversions as the pure-Python path
     (DuckDB reads each batch through the Arrow C stream interface). Returns the counts."""
-    import duckdb
-
     con = ctx.con
-    # the batch is the relation's virtual table (Relation.query), not a registered object: a
-    # registered object is a catalog entry, and a dropped entry lives until COMMIT, so every
-    # batch of the trace stayed in memory until then (+300 MB on a 1 GB trace)
-    inserts = [
-        sql.replace("$run_id", _sql_str(str(params["run_id"]))).replace("$rank", str(int(params["rank"])))
-        for sql in _NATIVE_INSERTS
-    ]
     for kind, value in ahead.items():
         if kind == "batch":
             table, batch = value
+            del value
             try:
-                con.from_arrow(batch).query(_NATIVE_SRC, inserts[table])
-            except duckdb.Error as exc:
+                insert_batch(con, EVENT_TABLES[table], batch, select=_NATIVE_SELECTS[table], params=params,
+                             source=ahead.file.path, what="unexpected value in an event")
+            except BaseException:
                 ahead.cancel()
-                raise TraceInputError(
-                    ahead.file.path, f"unexpected value in an event: {_batch_error(batch, inserts[table], exc)}"
-                ) from None
+                raise
             del batch
         elif kind == "progress":
             ctx.progress(*value)
@@ -711,28 +735,6 @@ def _insert_native(ahead: ReadAhead, ctx: IngestContext, params: dict[str, Any])
             n_events, n_python, n_flow, n_kept = value
             return n_events, n_python, n_flow, n_kept
     raise AssertionError("the read-ahead ended without counts")
-
-
-def _batch_error(batch: Any, insert: str, exc: BaseException) -> str:
-    """The first cause of a failed INSERT of a native batch, in one line.
-
-    The relation's statement leaves the ingest's transaction aborted, and what DuckDB raises
-    then may be "Current transaction is aborted" from the relation's clean-up instead of the
-    conversion that failed: the batch's SELECT is then run again in a private in-memory
-    database to find the value DuckDB could not convert."""
-    import duckdb
-
-    reason = _duckdb_reason(exc)
-    if "transaction is aborted" not in reason.lower():
-        return reason
-    try:
-        with duckdb.connect() as mem:
-            rel = mem.from_arrow(batch).query(_NATIVE_SRC, "SELECT" + insert.split("SELECT", 1)[1])
-            if rel is not None:
-                rel.fetchall()
-    except duckdb.Error as first:
-        return _duckdb_reason(first)
-    return reason
 
 
 def _scratch_dir() -> str | None:
@@ -748,15 +750,6 @@ def _scratch_dir() -> str | None:
 
 def _sql_str(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
-
-
-def _duckdb_reason(exc: BaseException) -> str:
-    """DuckDB's first error line without the scratch file's name and chunk-local position."""
-    text = str(exc).strip()
-    line = text.splitlines()[0] if text else type(exc).__name__
-    line = re.sub(r' in file "[^"]*"', "", line)
-    line = re.sub(r", in record/value \d+", "", line)
-    return line.replace("Invalid Input Error: ", "")
 
 
 def _int(v: Any, bits: int = 64) -> int | None:

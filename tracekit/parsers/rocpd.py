@@ -59,6 +59,7 @@ from typing import TYPE_CHECKING, Any
 from tracekit.errors import TraceInputError
 from tracekit.parsers._io import file_sha256, prefetch
 from tracekit.parsers.base import DeviceInfo, IngestContext, Parser, RankInfo
+from tracekit.parsers.store_writer import create_temp_table, insert_batch
 
 if TYPE_CHECKING:
     import numpy as np
@@ -68,7 +69,8 @@ _UUID_SUFFIX = re.compile(r"_[0-9a-f]{8}_[0-9a-f]{4}_[0-9a-f]{4}_[0-9a-f]{4}_[0-
 _PID_IN_NAME = re.compile(r"^(\d+)_results\.db$")
 #: Stands for SQL NULL inside the int64 NumPy batches (turned back into NULL in DuckDB).
 _NULL = -(2**63)
-_BATCH_ROWS = 50_000
+_BATCH_ROWS = 20_000  # rows a DuckDB INSERT takes at once (a 50,000-row batch: +15 MB peak RSS, no faster)
+_FETCH_ROWS = 5_000  # rows fetched from SQLite at once (Python tuples: bounds the transient memory)
 _SUPPORTED = "schema 3 and 3.0.x are"
 
 
@@ -303,43 +305,60 @@ def _int(v: Any) -> int | None:
 
 _N = "nullif({}, $nul)"
 
-_INSERT_KERNELS = f"""
-INSERT INTO device_activity (run_id, rank, device, stream, category, name, start_ns, dur_ns,
-    correlation_id, external_id, trace_category, pid, tid, grid_x, grid_y, grid_z, block_x, block_y,
-    block_z, shared_mem_bytes, scratch_bytes, vgpr_count, accum_vgpr_count, sgpr_count, dispatch_id,
-    queue_id, args)
-SELECT $run_id, $rank, a.device,
-    coalesce(CAST({_N.format("b.stream_id")} AS VARCHAR), CAST({_N.format("b.queue_id")} AS VARCHAR)), 'kernel',
-    coalesce(s.name, 'kernel_id ' || b.kernel_id), b.start, b."end" - b.start,
-    {_N.format("b.stack_id")}, nullif({_N.format("b.corr_id")}, 0), coalesce(c.string, 'KERNEL_DISPATCH'),
-    $pid, CAST({_N.format("b.tid")} AS VARCHAR),
-    CASE WHEN b.wg_x > 0 AND b.grid_x <> $nul THEN TRY_CAST((CAST(b.grid_x AS HUGEINT) + b.wg_x - 1) // b.wg_x AS INTEGER) END,
-    CASE WHEN b.wg_y > 0 AND b.grid_y <> $nul THEN TRY_CAST((CAST(b.grid_y AS HUGEINT) + b.wg_y - 1) // b.wg_y AS INTEGER) END,
-    CASE WHEN b.wg_z > 0 AND b.grid_z <> $nul THEN TRY_CAST((CAST(b.grid_z AS HUGEINT) + b.wg_z - 1) // b.wg_z AS INTEGER) END,
-    TRY_CAST({_N.format("b.wg_x")} AS INTEGER), TRY_CAST({_N.format("b.wg_y")} AS INTEGER),
-    TRY_CAST({_N.format("b.wg_z")} AS INTEGER), {_N.format("b.lds")}, {_N.format("b.scratch")},
-    TRY_CAST(s.vgpr AS INTEGER), TRY_CAST(s.agpr AS INTEGER), TRY_CAST(s.sgpr AS INTEGER), b.dispatch_id, CAST({_N.format("b.queue_id")} AS VARCHAR),
+#: The columns of every event (``b``: a batch of dispatches, copies or regions, joined with
+#: its event), in the form the SELECTs below share.
+_EVENT = f"""
+    $run_id AS run_id,
+    $rank AS rank,
+    b.start AS start_ns,
+    b."end" - b.start AS dur_ns,
+    {_N.format("b.stack_id")} AS correlation_id,
+    nullif({_N.format("b.corr_id")}, 0) AS external_id,
+    $pid AS pid,
+    CAST({_N.format("b.tid")} AS VARCHAR) AS tid"""
+#: ... and of every device event (a dispatch or a copy: it ran on a queue, maybe of a HIP stream)
+_DEVICE_EVENT = f"""{_EVENT},
+    coalesce(CAST({_N.format("b.stream_id")} AS VARCHAR), CAST({_N.format("b.queue_id")} AS VARCHAR)) AS stream,
+    CAST({_N.format("b.queue_id")} AS VARCHAR) AS queue_id"""
+
+_KERNELS = f"""
+SELECT{_DEVICE_EVENT},
+    a.device AS device,
+    'kernel' AS category,
+    coalesce(s.name, 'kernel_id ' || b.kernel_id) AS name,
+    coalesce(c.string, 'KERNEL_DISPATCH') AS trace_category,
+    CASE WHEN b.wg_x > 0 AND b.grid_x <> $nul THEN TRY_CAST((CAST(b.grid_x AS HUGEINT) + b.wg_x - 1) // b.wg_x AS INTEGER) END AS grid_x,
+    CASE WHEN b.wg_y > 0 AND b.grid_y <> $nul THEN TRY_CAST((CAST(b.grid_y AS HUGEINT) + b.wg_y - 1) // b.wg_y AS INTEGER) END AS grid_y,
+    CASE WHEN b.wg_z > 0 AND b.grid_z <> $nul THEN TRY_CAST((CAST(b.grid_z AS HUGEINT) + b.wg_z - 1) // b.wg_z AS INTEGER) END AS grid_z,
+    TRY_CAST({_N.format("b.wg_x")} AS INTEGER) AS block_x,
+    TRY_CAST({_N.format("b.wg_y")} AS INTEGER) AS block_y,
+    TRY_CAST({_N.format("b.wg_z")} AS INTEGER) AS block_z,
+    {_N.format("b.lds")} AS shared_mem_bytes,
+    {_N.format("b.scratch")} AS scratch_bytes,
+    TRY_CAST(s.vgpr AS INTEGER) AS vgpr_count,
+    TRY_CAST(s.agpr AS INTEGER) AS accum_vgpr_count,
+    TRY_CAST(s.sgpr AS INTEGER) AS sgpr_count,
+    b.dispatch_id AS dispatch_id,
     '{{"agent_id":' || b.agent_id || ',"kernel_id":' || b.kernel_id
       || CASE WHEN r.string <> '' THEN ',"region":' || to_json(r.string) ELSE '' END
       || CASE WHEN b.graph_exec_id <> $nul THEN ',"graph_exec_id":' || b.graph_exec_id ELSE '' END
       || CASE WHEN b.graph_node_id <> $nul THEN ',"graph_node_id":' || b.graph_node_id ELSE '' END
-      || '}}'
-FROM _rocpd_batch b
+      || '}}' AS args
+FROM batch b
 LEFT JOIN _rocpd_agents a ON a.id = b.agent_id
 LEFT JOIN _rocpd_symbols s ON s.id = b.kernel_id
 LEFT JOIN _rocpd_strings c ON c.id = b.category_id
 LEFT JOIN _rocpd_strings r ON r.id = b.region_name_id
 """
 
-_INSERT_COPIES = f"""
-INSERT INTO device_activity (run_id, rank, device, stream, category, name, start_ns, dur_ns,
-    correlation_id, external_id, trace_category, pid, tid, bytes, kind, queue_id, args)
-SELECT $run_id, $rank, coalesce(dst.device, src.device),
-    coalesce(CAST({_N.format("b.stream_id")} AS VARCHAR), CAST({_N.format("b.queue_id")} AS VARCHAR)),
-    'memcpy', coalesce(n.string, ''), b.start, b."end" - b.start,
-    {_N.format("b.stack_id")}, nullif({_N.format("b.corr_id")}, 0), coalesce(c.string, 'MEMORY_COPY'),
-    $pid, CAST({_N.format("b.tid")} AS VARCHAR), {_N.format("b.size")}, n.string,
-    CAST({_N.format("b.queue_id")} AS VARCHAR),
+_COPIES = f"""
+SELECT{_DEVICE_EVENT},
+    coalesce(dst.device, src.device) AS device,
+    'memcpy' AS category,
+    coalesce(n.string, '') AS name,
+    coalesce(c.string, 'MEMORY_COPY') AS trace_category,
+    {_N.format("b.size")} AS bytes,
+    n.string AS kind,
     '{{"src_agent_id":' || coalesce(CAST({_N.format("b.src_agent_id")} AS VARCHAR), 'null')
       || ',"dst_agent_id":' || coalesce(CAST({_N.format("b.dst_agent_id")} AS VARCHAR), 'null')
       || ',"src_device":' || coalesce(CAST(src.device AS VARCHAR), 'null')
@@ -349,8 +368,8 @@ SELECT $run_id, $rank, coalesce(dst.device, src.device),
       || CASE WHEN r.string <> '' THEN ',"region":' || to_json(r.string) ELSE '' END
       || CASE WHEN b.graph_exec_id <> $nul THEN ',"graph_exec_id":' || b.graph_exec_id ELSE '' END
       || CASE WHEN b.graph_node_id <> $nul THEN ',"graph_node_id":' || b.graph_node_id ELSE '' END
-      || '}}'
-FROM _rocpd_batch b
+      || '}}' AS args
+FROM batch b
 LEFT JOIN _rocpd_agents src ON src.id = b.src_agent_id
 LEFT JOIN _rocpd_agents dst ON dst.id = b.dst_agent_id
 LEFT JOIN _rocpd_strings n ON n.id = b.name_id
@@ -358,23 +377,20 @@ LEFT JOIN _rocpd_strings c ON c.id = b.category_id
 LEFT JOIN _rocpd_strings r ON r.id = b.region_name_id
 """
 
-_INSERT_REGIONS = f"""
-INSERT INTO host_events (run_id, rank, pid, tid, category, trace_category, name, start_ns, dur_ns,
-    correlation_id, external_id, args)
-SELECT $run_id, $rank, $pid, CAST({_N.format("b.tid")} AS VARCHAR),
-    CASE WHEN c.string IN ('MARKER_CORE_API', 'MARKER_CORE_RANGE_API') THEN 'annotation' ELSE 'runtime' END,
-    coalesce(c.string, ''),
+_REGIONS = f"""
+SELECT{_EVENT},
+    CASE WHEN c.string IN ('MARKER_CORE_API', 'MARKER_CORE_RANGE_API') THEN 'annotation' ELSE 'runtime' END AS category,
+    coalesce(c.string, '') AS trace_category,
     CASE WHEN c.string IN ('MARKER_CORE_API', 'MARKER_CORE_RANGE_API') THEN coalesce(b.message, n.string, '')
-         ELSE coalesce(n.string, '') END,
-    b.start, b."end" - b.start, {_N.format("b.stack_id")}, nullif({_N.format("b.corr_id")}, 0),
+         ELSE coalesce(n.string, '') END AS name,
     CASE WHEN c.string IN ('MARKER_CORE_API', 'MARKER_CORE_RANGE_API') AND b.message IS NOT NULL
          THEN '{{"function":' || to_json(coalesce(n.string, ''))
               || CASE WHEN b.parent_stack_id NOT IN (0, $nul) AND b.parent_stack_id <> b.stack_id
                       THEN ',"parent_stack_id":' || b.parent_stack_id ELSE '' END || '}}'
          WHEN b.parent_stack_id NOT IN (0, $nul) AND b.parent_stack_id <> b.stack_id
          THEN '{{"parent_stack_id":' || b.parent_stack_id || '}}'
-    END
-FROM _rocpd_batch b
+    END AS args
+FROM batch b
 LEFT JOIN _rocpd_strings n ON n.id = b.name_id
 LEFT JOIN _rocpd_strings c ON c.id = b.category_id
 """
@@ -392,29 +408,40 @@ PC_STALL_REASONS = (
 #: PC-sample fields, as ``rocpd_info_pmc`` names them (the SDK's ``pc_sampling`` view)
 _PC_FIELDS = ("sampling_method", "dispatch_id", "instruction", "instruction_comment", "wave_issued",
               "inst_type", "stall_reason", "wave_count")
-_INSERT_PC_SAMPLES = f"""
-INSERT INTO pc_sample_rows (run_id, rank, device, dispatch_id, correlation_id, timestamp_ns, method,
-    exec_mask, instruction, instruction_comment, wave_issued, instruction_type, stall_reason, wave_count)
-SELECT $run_id, $rank, NULL, {_N.format("b.dispatch_id")}, {_N.format("b.stack_id")}, b.timestamp,
-    CASE b.sampling_method WHEN 1 THEN 'stochastic' WHEN 2 THEN 'host_trap' ELSE 'unknown' END,
-    nullif(b.exec_mask, 0), si.string, sc.string,
-    CASE WHEN b.sampling_method = 1 AND b.wave_issued <> $nul THEN b.wave_issued <> 0 END,
+_PC_SAMPLES = f"""
+SELECT
+    $run_id AS run_id,
+    $rank AS rank,
+    {_N.format("b.dispatch_id")} AS dispatch_id,
+    {_N.format("b.stack_id")} AS correlation_id,
+    b.timestamp AS timestamp_ns,
+    CASE b.sampling_method WHEN 1 THEN 'stochastic' WHEN 2 THEN 'host_trap' ELSE 'unknown' END AS method,
+    nullif(b.exec_mask, 0) AS exec_mask,
+    si.string AS instruction,
+    sc.string AS instruction_comment,
+    CASE WHEN b.sampling_method = 1 AND b.wave_issued <> $nul THEN b.wave_issued <> 0 END AS wave_issued,
     CASE WHEN b.sampling_method = 1 AND b.inst_type BETWEEN 0 AND {len(PC_INSTRUCTION_TYPES) - 1}
-         THEN {list(PC_INSTRUCTION_TYPES)}[b.inst_type + 1] END,
+         THEN {list(PC_INSTRUCTION_TYPES)}[b.inst_type + 1] END AS instruction_type,
     CASE WHEN b.sampling_method = 1 AND b.stall_reason BETWEEN 0 AND {len(PC_STALL_REASONS) - 1}
-         THEN {list(PC_STALL_REASONS)}[b.stall_reason + 1] END,
-    CASE WHEN b.sampling_method = 1 AND b.wave_count <> $nul THEN TRY_CAST(b.wave_count AS INTEGER) END
-FROM _rocpd_batch b
+         THEN {list(PC_STALL_REASONS)}[b.stall_reason + 1] END AS stall_reason,
+    CASE WHEN b.sampling_method = 1 AND b.wave_count <> $nul THEN TRY_CAST(b.wave_count AS INTEGER) END AS wave_count
+FROM batch b
 LEFT JOIN _rocpd_strings si ON si.id = b.instruction
 LEFT JOIN _rocpd_strings sc ON sc.id = b.instruction_comment
 """
 
-_INSERT_COUNTERS = f"""
-INSERT INTO counter_values (run_id, rank, device, correlation_id, dispatch_id, kernel_name, counter,
-    value, pass)
-SELECT $run_id, $rank, a.device, {_N.format("d.stack_id")}, d.dispatch_id,
-    coalesce(s.name, 'kernel_id ' || d.kernel_id), coalesce(i.name, 'pmc_id ' || p.pmc_id), p.value, $pass
-FROM _rocpd_pmc p
+_COUNTERS = f"""
+SELECT
+    $run_id AS run_id,
+    $rank AS rank,
+    a.device AS device,
+    {_N.format("d.stack_id")} AS correlation_id,
+    d.dispatch_id AS dispatch_id,
+    coalesce(s.name, 'kernel_id ' || d.kernel_id) AS kernel_name,
+    coalesce(i.name, 'pmc_id ' || p.pmc_id) AS counter,
+    p.value AS value,
+    $pass AS pass
+FROM batch p
 JOIN _rocpd_counted d ON d.event_id = p.event_id
 LEFT JOIN _rocpd_pmc_info i ON i.id = p.pmc_id
 LEFT JOIN _rocpd_symbols s ON s.id = d.kernel_id
@@ -538,16 +565,10 @@ class _ProcessReader:
             params["pid"] = self.proc.pid
         return " WHERE " + cond, params
 
-    def _scan(self, name: str, arrays: dict[str, Any], sql: str) -> None:
-        self.con.register(name, arrays)
-        try:
-            self.con.execute(sql, self._used(sql)).fetchall()
-        finally:
-            self.con.unregister(name)
-
-    def _used(self, sql: str) -> dict[str, Any]:
-        """The parameters ``sql`` names (DuckDB refuses unused ones)."""
-        return {k: v for k, v in self.params.items() if re.search(rf"\${k}\b", sql)}
+    def _insert(self, table: str, batch: dict[str, Any], select: str, params: dict[str, Any] | None = None) -> None:
+        """Insert the rows ``select`` makes of ``batch`` (read as table ``batch``) into ``table``."""
+        insert_batch(self.con, table, batch, select=select, params={**self.params, **(params or {})},
+                     source=self.db.path)
 
     def _valid_times(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         """``batch`` without rows whose start or end is NULL or whose end - start does not fit a
@@ -595,33 +616,47 @@ class _ProcessReader:
         k = len(fetched)
         path = self.db.path
 
+        def convert(rows: list[tuple[Any, ...]]) -> dict[str, np.ndarray]:
+            n = len(rows)
+            out: dict[str, np.ndarray] = {}
+            try:
+                if text is None:
+                    flat = np.fromiter(itertools.chain.from_iterable(rows), dtype=np.int64, count=n * k).reshape(n, k)
+                    for j, (name, _) in enumerate(fetched):
+                        out[name] = np.ascontiguousarray(flat[:, j])
+                else:
+                    columns = list(zip(*rows))
+                    for j, (name, _) in enumerate(fetched):
+                        out[name] = np.array(columns[j], dtype=np.int64)
+                    out[text[0]] = np.array(columns[k], dtype=object)
+            except (TypeError, ValueError, OverflowError):
+                raise TraceInputError(
+                    path, "unexpected non-integer value in one of: " + ", ".join(n for n, _ in fetched)
+                ) from None
+            return out
+
+        def joined(parts: list[dict[str, np.ndarray]], n: int) -> dict[str, np.ndarray]:
+            out = parts[0] if len(parts) == 1 else {c: np.concatenate([p[c] for p in parts]) for c in parts[0]}
+            for name in missing:
+                out[name] = np.full(n, _NULL, dtype=np.int64)
+            return out
+
         def produce() -> Iterator[dict[str, np.ndarray]]:
+            # rows are fetched a quarter of a batch at a time: SQLite's row tuples (~1 kB a row) are
+            # the ingest's largest transient, and DuckDB still gets whole batches
             cur = self.db.con.execute(sql, {"null": _NULL, **params})
             try:
-                while rows := cur.fetchmany(_BATCH_ROWS):
-                    n = len(rows)
-                    out: dict[str, np.ndarray] = {}
-                    try:
-                        if text is None:
-                            flat = np.fromiter(
-                                itertools.chain.from_iterable(rows), dtype=np.int64, count=n * k
-                            ).reshape(n, k)
-                            for j, (name, _) in enumerate(fetched):
-                                out[name] = np.ascontiguousarray(flat[:, j])
-                        else:
-                            columns = list(zip(*rows))
-                            for j, (name, _) in enumerate(fetched):
-                                out[name] = np.array(columns[j], dtype=np.int64)
-                            out[text[0]] = np.array(columns[k], dtype=object)
-                    except (TypeError, ValueError, OverflowError):
-                        raise TraceInputError(
-                            path,
-                            "unexpected non-integer value in one of: " + ", ".join(n for n, _ in fetched),
-                        ) from None
+                parts: list[dict[str, np.ndarray]] = []
+                n = 0
+                while rows := cur.fetchmany(_FETCH_ROWS):
+                    parts.append(convert(rows))
+                    n += len(rows)
                     del rows
-                    for name in missing:
-                        out[name] = np.full(n, _NULL, dtype=np.int64)
-                    yield out
+                    if n >= _BATCH_ROWS:
+                        yield joined(parts, n)
+                        parts, n = [], 0
+                if parts:
+                    yield joined(parts, n)
             finally:
                 cur.close()
 
@@ -684,16 +719,9 @@ class _ProcessReader:
         }
         # Small lookup tables live as DuckDB temp tables while this process is read.
         for name, arrays in tables.items():
-            self.con.register("_rocpd_src", arrays)
-            try:
-                cols = ", ".join(
-                    f"nullif({c}, $nul) AS {c}" if arrays[c].dtype != object else c for c in arrays
-                )
-                self.con.execute(
-                    f"CREATE OR REPLACE TEMP TABLE {name} AS SELECT {cols} FROM _rocpd_src", {"nul": _NULL}
-                ).fetchall()
-            finally:
-                self.con.unregister("_rocpd_src")
+            cols = ", ".join(f"nullif({c}, $nul) AS {c}" if arrays[c].dtype != object else c for c in arrays)
+            create_temp_table(self.con, name, arrays, select=f"SELECT {cols} FROM batch", params={"nul": _NULL},
+                              source=self.db.path)
         try:
             pmc = self._read_pmc()
             counted = self._read_dispatches(pmc)
@@ -774,7 +802,7 @@ class _ProcessReader:
         n = 0
         for batch in self._batches(f"FROM {src} k{join}{where}", cols, params):
             batch = self._valid_times(batch)
-            self._scan("_rocpd_batch", batch, _INSERT_KERNELS)
+            self._insert("device_activity", batch, _KERNELS)
             self._span(batch["start"], batch["end"])
             if pmc_events is not None:
                 mask = np.isin(batch["event_id"], pmc_events)
@@ -798,18 +826,14 @@ class _ProcessReader:
         n_matched = 0
         if counted is not None:
             n_matched = int(np.isin(pmc["event_id"], counted["event_id"]).sum())
-            self.con.register("_rocpd_pmc", pmc)
-            self.con.register("_rocpd_counted", counted)
+            create_temp_table(self.con, "_rocpd_counted", counted, source=self.db.path)
             try:
                 # counters of a database under pmc_N/ or pass_N/ come from that collection pass
                 pass_dir = self.db.path.parent.name
                 pass_name = pass_dir if re.fullmatch(r"(pmc|pass)_\d+", pass_dir) else None
-                self.con.execute(
-                    _INSERT_COUNTERS, {**self._used(_INSERT_COUNTERS), "pass": pass_name}
-                ).fetchall()
+                self._insert("counter_values", pmc, _COUNTERS, {"pass": pass_name})
             finally:
-                self.con.unregister("_rocpd_counted")
-                self.con.unregister("_rocpd_pmc")
+                self.con.execute("DROP TABLE IF EXISTS _rocpd_counted").fetchall()
         self.counts["counter_values"] = n_matched
         self.counts["counter_values_without_dispatch"] = len(pmc["event_id"]) - n_matched
 
@@ -838,7 +862,7 @@ class _ProcessReader:
         n = 0
         for batch in self._batches(f"FROM {src} m{join}{where}", cols, params):
             batch = self._valid_times(batch)
-            self._scan("_rocpd_batch", batch, _INSERT_COPIES)
+            self._insert("device_activity", batch, _COPIES)
             self._span(batch["start"], batch["end"])
             n += len(batch["start"])
             self.ctx.progress(len(batch["start"]), 0)
@@ -869,7 +893,7 @@ class _ProcessReader:
         n = 0
         for batch in self._batches(f"FROM {src} r{join}{where}", cols, params, text=("message", message)):
             batch = self._valid_times(batch)
-            self._scan("_rocpd_batch", batch, _INSERT_REGIONS)
+            self._insert("host_events", batch, _REGIONS)
             self._span(batch["start"], batch["end"])
             n += len(batch["start"])
             self.ctx.progress(len(batch["start"]), 0)
@@ -914,7 +938,7 @@ class _ProcessReader:
             except (TypeError, ValueError, OverflowError):
                 raise TraceInputError(db.path, "unexpected non-integer value in a PC sample "
                                                "(rocpd_sample / rocpd_pmc_event)") from None
-            self._scan("_rocpd_batch", batch, _INSERT_PC_SAMPLES)
+            self._insert("pc_sample_rows", batch, _PC_SAMPLES)
             self._span(batch["timestamp"], batch["timestamp"])
             n += len(rows)
         self.counts["pc_sample"] = n

@@ -48,6 +48,7 @@ from tracekit.errors import TraceInputError
 from tracekit.limits import check_temp_space, temp_dir
 from tracekit.parsers._io import read_head
 from tracekit.parsers.base import DeviceInfo, IngestContext, Parser, RankInfo
+from tracekit.parsers.store_writer import insert_batch
 
 # ---------------------------------------------------------------------------------------------
 # File types, recognized from the header (lower-cased column names).
@@ -497,24 +498,51 @@ def _agent_map_sql(agents: list[Agent]) -> str:
     return "(SELECT * FROM (VALUES " + ", ".join(rows) + ") AS m(agent, device, node))"
 
 
-def _kernel_sql(c: _Cols, src: str, amap: str) -> str:
+#: The columns a kernel dispatch and a memory copy fill alike, from the record ``t`` whose
+#: shared fields :func:`_device_record` reads.
+_DEVICE_ROW = """
+    $run_id AS run_id,
+    $rank AS rank,
+    coalesce(t.stream, t.queue) AS stream,
+    t.queue AS queue_id,
+    t.s AS start_ns,
+    t.e - t.s AS dur_ns,
+    t.corr AS correlation_id,
+    $pid AS pid,
+    t.tid AS tid"""
+
+
+def _device_record(c: _Cols) -> str:
+    """The fields of a kernel-dispatch or memory-copy CSV row that :data:`_DEVICE_ROW` reads."""
+    start, end = c.req_int("Start_Timestamp"), c.req_int("End_Timestamp")
+    return (f'{c.raw("Stream_Id")} AS stream, {c.raw("Queue_Id")} AS queue, {c.raw("Thread_Id")} AS tid, '
+            f'{c.raw("Kind")} AS kind, {c.int("Correlation_Id")} AS corr, {start} AS s, {end} AS e')
+
+
+def _kernel_sql(c: _Cols, src: str, amap: str) -> tuple[str, str]:
     wg = [c.int(f"Workgroup_Size_{d}") for d in "XYZ"]
     grid = [c.int(f"Grid_Size_{d}") for d in "XYZ"]
     blocks = [f"CAST(CASE WHEN {w} > 0 THEN ({g} + {w} - 1) // {w} END AS INTEGER)" for g, w in zip(grid, wg)]
-    agent = c.raw("Agent_Id")
-    start, end = c.req_int("Start_Timestamp"), c.req_int("End_Timestamp")
-    return f"""
-INSERT INTO device_activity (run_id, rank, device, stream, category, name, start_ns, dur_ns,
-    correlation_id, external_id, trace_category, pid, tid, grid_x, grid_y, grid_z, block_x, block_y,
-    block_z, shared_mem_bytes, args, dispatch_id, queue_id, scratch_bytes, vgpr_count,
-    accum_vgpr_count, sgpr_count)
-SELECT $run_id, $rank, m.device, coalesce(t.stream, t.queue), 'kernel', coalesce(t.name, ''),
-    t.s, t.e - t.s, t.corr, NULL, coalesce(t.kind, 'KERNEL_DISPATCH'), $pid, t.tid,
-    t.gx, t.gy, t.gz, t.wx, t.wy, t.wz, t.lds, json_object('agent', t.agent, 'agent_node_id', m.node,
-    'kernel_id', t.kernel_id), t.dispatch, t.queue, t.scratch, t.vgpr, t.agpr, t.sgpr
-FROM (SELECT {agent} AS agent, {c.raw("Stream_Id")} AS stream, {c.raw("Queue_Id")} AS queue,
-        {c.raw("Kernel_Name")} AS name, {start} AS s, {end} AS e, {c.int("Correlation_Id")} AS corr,
-        {c.raw("Kind")} AS kind, {c.raw("Thread_Id")} AS tid,
+    return "device_activity", f"""
+SELECT{_DEVICE_ROW},
+    m.device AS device,
+    'kernel' AS category,
+    coalesce(t.name, '') AS name,
+    coalesce(t.kind, 'KERNEL_DISPATCH') AS trace_category,
+    t.gx AS grid_x,
+    t.gy AS grid_y,
+    t.gz AS grid_z,
+    t.wx AS block_x,
+    t.wy AS block_y,
+    t.wz AS block_z,
+    t.lds AS shared_mem_bytes,
+    json_object('agent', t.agent, 'agent_node_id', m.node, 'kernel_id', t.kernel_id) AS args,
+    t.dispatch AS dispatch_id,
+    t.scratch AS scratch_bytes,
+    t.vgpr AS vgpr_count,
+    t.agpr AS accum_vgpr_count,
+    t.sgpr AS sgpr_count
+FROM (SELECT {_device_record(c)}, {c.raw("Agent_Id")} AS agent, {c.raw("Kernel_Name")} AS name,
         {blocks[0]} AS gx, {blocks[1]} AS gy, {blocks[2]} AS gz,
         CAST({wg[0]} AS INTEGER) AS wx, CAST({wg[1]} AS INTEGER) AS wy, CAST({wg[2]} AS INTEGER) AS wz,
         {c.int("LDS_Block_Size", "Group_Segment_Size", "Lds_Size")} AS lds,
@@ -528,21 +556,18 @@ LEFT JOIN {amap} m ON m.agent = t.agent
 """
 
 
-def _copy_sql(c: _Cols, src: str, amap: str) -> str:
-    start, end = c.req_int("Start_Timestamp"), c.req_int("End_Timestamp")
-    return f"""
-INSERT INTO device_activity (run_id, rank, device, stream, category, name, start_ns, dur_ns,
-    correlation_id, external_id, trace_category, pid, tid, kind, args, queue_id)
-SELECT $run_id, $rank, coalesce(d.device, s.device), coalesce(t.stream, t.queue), 'memcpy',
-    coalesce(t.direction, ''), t.s, t.e - t.s, t.corr, NULL, coalesce(t.kind, 'MEMORY_COPY'),
-    $pid, t.tid, t.direction,
+def _copy_sql(c: _Cols, src: str, amap: str) -> tuple[str, str]:
+    return "device_activity", f"""
+SELECT{_DEVICE_ROW},
+    coalesce(d.device, s.device) AS device,
+    'memcpy' AS category,
+    coalesce(t.direction, '') AS name,
+    coalesce(t.kind, 'MEMORY_COPY') AS trace_category,
+    t.direction AS kind,
     json_object('src_agent', t.src, 'dst_agent', t.dst, 'src_agent_node_id', s.node,
-                'dst_agent_node_id', d.node),
-    t.queue
-FROM (SELECT {c.raw("Direction")} AS direction, {c.raw("Source_Agent_Id")} AS src,
-        {c.raw("Destination_Agent_Id")} AS dst, {c.raw("Stream_Id")} AS stream,
-        {c.raw("Queue_Id")} AS queue, {c.raw("Thread_Id")} AS tid, {c.raw("Kind")} AS kind,
-        {c.int("Correlation_Id")} AS corr, {start} AS s, {end} AS e
+                'dst_agent_node_id', d.node) AS args
+FROM (SELECT {_device_record(c)}, {c.raw("Direction")} AS direction, {c.raw("Source_Agent_Id")} AS src,
+        {c.raw("Destination_Agent_Id")} AS dst
       FROM {src}) t
 LEFT JOIN {amap} s ON s.agent = t.src
 LEFT JOIN {amap} d ON d.agent = t.dst
@@ -554,15 +579,21 @@ LEFT JOIN {amap} d ON d.agent = t.dst
 ANNOTATION_DOMAINS = ("MARKER_CORE_API", "MARKER_CORE_RANGE_API")
 
 
-def _api_sql(c: _Cols, src: str) -> str:
+def _api_sql(c: _Cols, src: str) -> tuple[str, str]:
     start, end = c.req_int("Start_Timestamp"), c.req_int("End_Timestamp")
     domains = ", ".join(_lit(d) for d in ANNOTATION_DOMAINS)
-    return f"""
-INSERT INTO host_events (run_id, rank, pid, tid, category, trace_category, name, start_ns, dur_ns,
-    correlation_id)
-SELECT $run_id, $rank, coalesce(t.pid, $pid), t.tid,
-    CASE WHEN t.domain IN ({domains}) THEN 'annotation' ELSE 'runtime' END,
-    coalesce(t.domain, ''), coalesce(t.function, ''), t.s, t.e - t.s, t.corr
+    return "host_events", f"""
+SELECT
+    $run_id AS run_id,
+    $rank AS rank,
+    coalesce(t.pid, $pid) AS pid,
+    t.tid AS tid,
+    CASE WHEN t.domain IN ({domains}) THEN 'annotation' ELSE 'runtime' END AS category,
+    coalesce(t.domain, '') AS trace_category,
+    coalesce(t.function, '') AS name,
+    t.s AS start_ns,
+    t.e - t.s AS dur_ns,
+    t.corr AS correlation_id
 FROM (SELECT {c.raw("Domain")} AS domain, {c.raw("Function")} AS function,
         {c.raw("Process_Id", "Pid")} AS pid, {c.raw("Thread_Id")} AS tid,
         {c.int("Correlation_Id")} AS corr, {start} AS s, {end} AS e
@@ -570,12 +601,19 @@ FROM (SELECT {c.raw("Domain")} AS domain, {c.raw("Function")} AS function,
 """
 
 
-def _counter_sql(c: _Cols, src: str, amap: str) -> str:
+def _counter_sql(c: _Cols, src: str, amap: str) -> tuple[str, str]:
     value = c.raw("Counter_Value")
-    return f"""
-INSERT INTO counter_values (run_id, rank, device, correlation_id, dispatch_id, kernel_name, counter,
-    value, pass)
-SELECT $run_id, $rank, m.device, t.corr, t.dispatch, t.kernel, t.counter, sum(t.value), $pass
+    return "counter_values", f"""
+SELECT
+    $run_id AS run_id,
+    $rank AS rank,
+    m.device AS device,
+    t.corr AS correlation_id,
+    t.dispatch AS dispatch_id,
+    t.kernel AS kernel_name,
+    t.counter AS counter,
+    sum(t.value) AS value,
+    $pass AS pass
 FROM (SELECT {c.raw("Agent_Id")} AS agent, {c.int("Correlation_Id")} AS corr,
         {c.int("Dispatch_Id")} AS dispatch, {c.raw("Kernel_Name")} AS kernel,
         {c.raw("Counter_Name")} AS counter,
@@ -592,19 +630,24 @@ PC_TYPE_PREFIX = "ROCPROFILER_PC_SAMPLING_INSTRUCTION_TYPE_"
 PC_REASON_PREFIX = "ROCPROFILER_PC_SAMPLING_INSTRUCTION_NOT_ISSUED_REASON_"
 
 
-def _pc_sql(c: _Cols, src: str) -> str:
+def _pc_sql(c: _Cols, src: str) -> tuple[str, str]:
     issued = c.raw("Wave_Issued_Instruction")
     method = "stochastic" if c.has("Stall_Reason", "Wave_Issued_Instruction") else "host_trap"
-    return f"""
-INSERT INTO pc_sample_rows (run_id, rank, device, dispatch_id, correlation_id, timestamp_ns, method,
-    exec_mask, instruction, instruction_comment, wave_issued, instruction_type, stall_reason, wave_count)
-SELECT $run_id, $rank, NULL, {c.int("Dispatch_Id")}, {c.int("Correlation_Id")},
-    {c.req_int("Sample_Timestamp")}, '{method}', TRY_CAST({c.raw("Exec_Mask")} AS UBIGINT),
-    {c.raw("Instruction")}, {c.raw("Instruction_Comment")},
-    CASE WHEN lower({issued}) IN ('1', 'true') THEN true WHEN lower({issued}) IN ('0', 'false') THEN false END,
-    regexp_replace({c.raw("Instruction_Type")}, '^{PC_TYPE_PREFIX}', ''),
-    regexp_replace({c.raw("Stall_Reason")}, '^{PC_REASON_PREFIX}', ''),
-    CAST({c.int("Wave_Count")} AS INTEGER)
+    return "pc_sample_rows", f"""
+SELECT
+    $run_id AS run_id,
+    $rank AS rank,
+    {c.int("Dispatch_Id")} AS dispatch_id,
+    {c.int("Correlation_Id")} AS correlation_id,
+    {c.req_int("Sample_Timestamp")} AS timestamp_ns,
+    '{method}' AS method,
+    TRY_CAST({c.raw("Exec_Mask")} AS UBIGINT) AS exec_mask,
+    {c.raw("Instruction")} AS instruction,
+    {c.raw("Instruction_Comment")} AS instruction_comment,
+    CASE WHEN lower({issued}) IN ('1', 'true') THEN true WHEN lower({issued}) IN ('0', 'false') THEN false END AS wave_issued,
+    regexp_replace({c.raw("Instruction_Type")}, '^{PC_TYPE_PREFIX}', '') AS instruction_type,
+    regexp_replace({c.raw("Stall_Reason")}, '^{PC_REASON_PREFIX}', '') AS stall_reason,
+    CAST({c.int("Wave_Count")} AS INTEGER) AS wave_count
 FROM {src}
 """
 
@@ -771,24 +814,23 @@ class RocprofCsvParser(Parser, format_name="rocprofv3"):
                 ctx.progress(n, f.path.stat().st_size)
                 continue
             if f.type is KERNEL:
-                sql, what = _kernel_sql(c, src, amap), "kernel"
+                (table, select), what = _kernel_sql(c, src, amap), "kernel"
             elif f.type is COPY:
-                sql, what = _copy_sql(c, src, amap), "memcpy"
+                (table, select), what = _copy_sql(c, src, amap), "memcpy"
             elif f.type is API:
-                sql, what = _api_sql(c, src), "api"
+                (table, select), what = _api_sql(c, src), "api"
             elif f.type is PC_SAMPLING:
-                sql, what = _pc_sql(c, src), "pc_samples"
+                (table, select), what = _pc_sql(c, src), "pc_samples"
             else:
-                sql, what = _counter_sql(c, src, amap), "counter_values"
+                (table, select), what = _counter_sql(c, src, amap), "counter_values"
             pass_name = f.pass_name or (g.prefix if named_passes else None)
-            params: dict[str, Any] = {"run_id": ctx.run_id, "rank": rank, "pid": pid}
-            if f.type is COUNTER:
-                params["pass"] = pass_name
-            if f.type in (COUNTER, PC_SAMPLING):
-                del params["pid"]
+            params = {"run_id": ctx.run_id, "rank": rank, "pid": pid, "pass": pass_name}
             try:
-                n = int(con.execute(sql, params).fetchall()[0][0])
-            except duckdb.Error as exc:
+                n = insert_batch(con, table, select=select, params=params, source=f.path,
+                                 what=f"{f.type.name} CSV", reason=duckdb_reason)
+            except duckdb.OutOfMemoryException:
+                raise  # the memory limit, not the file: the ingest says so
+            except duckdb.Error as exc:  # reading the CSV (a malformed line, a missing column)
                 raise TraceInputError(f.path, f"{f.type.name} CSV: {duckdb_reason(exc)}") from None
             counts[what] += n
             if f.type is PC_SAMPLING:

@@ -89,6 +89,7 @@ from tracekit.limits import (
 from tracekit.parsers._io import GZIP_MAGIC, ReadCounter, iter_decompressed, read_head
 from tracekit.parsers.base import DeviceInfo, IngestContext, Parser, RankInfo
 from tracekit.parsers.rocpd import SQLITE_ERRORS, one_line, sqlite_text
+from tracekit.parsers.store_writer import create_temp_table, insert_batch
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 _CREATE_OP = re.compile(rb'CREATE TABLE\s+(?:IF NOT EXISTS\s+)?["`\[]?rocpd_op["`\]]?\s*\(', re.IGNORECASE)
@@ -349,41 +350,41 @@ _API_COLS = ("api_id", "pid", "tid", "start", "end", "name", "args", "domain", "
 # ---------------------------------------------------------------------------------------------
 # DuckDB inserts
 
-_INSERT_OPS = f"""
-INSERT INTO device_activity (run_id, rank, device, stream, category, name, start_ns, dur_ns,
-    correlation_id, trace_category, grid_x, grid_y, grid_z, block_x, block_y, block_z,
-    shared_mem_bytes, scratch_bytes, vgpr_count, sgpr_count, bytes, kind, queue_id, args)
-SELECT $run_id, coalesce(r.rank, $default_rank), TRY_CAST(b.gpu AS INTEGER),
+_OPS = f"""
+SELECT $run_id AS run_id, coalesce(r.rank, $default_rank) AS rank, TRY_CAST(b.gpu AS INTEGER) AS device,
     coalesce(nullif(CAST(b.k_stream AS VARCHAR), ''), nullif(CAST(b.c_stream AS VARCHAR), ''),
              nullif(regexp_extract(CAST(b.api_args AS VARCHAR), 'stream = (\\S+)', 1), ''),
-             CAST(b.queue AS VARCHAR)),
-    b.category,
+             CAST(b.queue AS VARCHAR)) AS stream,
+    b.category AS category,
     CASE WHEN b.category = 'kernel'
          THEN coalesce(nullif(CAST(b.description AS VARCHAR), ''), nullif(CAST(b.k_name AS VARCHAR), ''), b.op_type)
-         ELSE b.op_type END,
-    TRY_CAST(b.start AS BIGINT), TRY_CAST(TRY_CAST(b."end" AS HUGEINT) - TRY_CAST(b.start AS HUGEINT) AS BIGINT),  -- end < start: dropped and counted by ingest
-    TRY_CAST(b.api_id AS BIGINT), b.op_type,
+         ELSE b.op_type END AS name,
+    TRY_CAST(b.start AS BIGINT) AS start_ns,
+    -- end < start: dropped and counted by ingest
+    TRY_CAST(TRY_CAST(b."end" AS HUGEINT) - TRY_CAST(b.start AS HUGEINT) AS BIGINT) AS dur_ns,
+    TRY_CAST(b.api_id AS BIGINT) AS correlation_id, b.op_type AS trace_category,
     {", ".join(
         f"CASE WHEN b.category = 'kernel' AND TRY_CAST(b.{g} AS BIGINT) > 0 THEN TRY_CAST("
         f"CASE WHEN CAST(b.api_name AS VARCHAR) IN {_WORKITEM_GRID_APIS} AND TRY_CAST(b.{w} AS BIGINT) > 0 "
         f"THEN (TRY_CAST(b.{g} AS BIGINT) + TRY_CAST(b.{w} AS BIGINT) - 1) // TRY_CAST(b.{w} AS BIGINT) "
-        f"ELSE TRY_CAST(b.{g} AS BIGINT) END AS INTEGER) END"
+        f"ELSE TRY_CAST(b.{g} AS BIGINT) END AS INTEGER) END AS grid_{g[1]}"
         for g, w in (("gx", "wx"), ("gy", "wy"), ("gz", "wz"))
     )},
     {", ".join(
-        f"CASE WHEN b.category = 'kernel' AND TRY_CAST(b.{w} AS BIGINT) > 0 THEN TRY_CAST(b.{w} AS INTEGER) END"
+        f"CASE WHEN b.category = 'kernel' AND TRY_CAST(b.{w} AS BIGINT) > 0 THEN TRY_CAST(b.{w} AS INTEGER) END "
+        f"AS block_{w[1]}"
         for w in ("wx", "wy", "wz")
     )},
-    CASE WHEN b.category = 'kernel' THEN TRY_CAST(b.lds AS BIGINT) END,
-    CASE WHEN b.category = 'kernel' THEN nullif(TRY_CAST(b.scratch AS BIGINT), 0) END,
-    CASE WHEN b.category = 'kernel' THEN TRY_CAST(b.vgpr AS INTEGER) END,
-    CASE WHEN b.category = 'kernel' THEN TRY_CAST(b.sgpr AS INTEGER) END,
+    CASE WHEN b.category = 'kernel' THEN TRY_CAST(b.lds AS BIGINT) END AS shared_mem_bytes,
+    CASE WHEN b.category = 'kernel' THEN nullif(TRY_CAST(b.scratch AS BIGINT), 0) END AS scratch_bytes,
+    CASE WHEN b.category = 'kernel' THEN TRY_CAST(b.vgpr AS INTEGER) END AS vgpr_count,
+    CASE WHEN b.category = 'kernel' THEN TRY_CAST(b.sgpr AS INTEGER) END AS sgpr_count,
     CASE WHEN b.category = 'kernel' THEN NULL
          WHEN coalesce(TRY_CAST(b.c_size AS BIGINT), 0) = 0
               AND TRY_CAST(b.c_width AS BIGINT) * TRY_CAST(b.c_height AS BIGINT) > 0
          THEN TRY_CAST(b.c_width AS BIGINT) * TRY_CAST(b.c_height AS BIGINT)
-         ELSE TRY_CAST(b.c_size AS BIGINT) END,
-    b.kind, CAST(b.queue AS VARCHAR),
+         ELSE TRY_CAST(b.c_size AS BIGINT) END AS bytes,
+    b.kind AS kind, CAST(b.queue AS VARCHAR) AS queue_id,
     CASE WHEN b.category = 'kernel'
          THEN json_object('op_id', TRY_CAST(b.op_id AS BIGINT), 'gpuId', TRY_CAST(b.gpu AS BIGINT),
                           'api', CAST(b.api_name AS VARCHAR),
@@ -396,7 +397,7 @@ SELECT $run_id, coalesce(r.rank, $default_rank), TRY_CAST(b.gpu AS INTEGER),
                           'srcDevice', TRY_CAST(b.c_srcdev AS BIGINT), 'dstDevice', TRY_CAST(b.c_dstdev AS BIGINT),
                           'hip_memcpy_kind', TRY_CAST(b.c_kind AS BIGINT),
                           'sync', TRY_CAST(b.c_sync AS BIGINT), 'pinned', TRY_CAST(b.c_pinned AS BIGINT))
-    END
+    END AS args
 FROM batch b LEFT JOIN rpd_pid_rank r ON r.pid = TRY_CAST(b.pid AS BIGINT)
 WHERE b.category IS NOT NULL
   -- a start or end that is no integer, or a duration past 64 bits: not stored (n_other_skipped)
@@ -404,17 +405,18 @@ WHERE b.category IS NOT NULL
   AND TRY_CAST(TRY_CAST(b."end" AS HUGEINT) - TRY_CAST(b.start AS HUGEINT) AS BIGINT) IS NOT NULL
 """
 
-_INSERT_API = """
-INSERT INTO host_events (run_id, rank, pid, tid, category, trace_category, name, start_ns, dur_ns,
-    correlation_id, sequence_number, args)
-SELECT $run_id, coalesce(r.rank, $default_rank), CAST(b.pid AS VARCHAR), CAST(b.tid AS VARCHAR),
-    b.category,
-    coalesce(nullif(CAST(b.domain AS VARCHAR), ''), CASE b.category WHEN 'annotation' THEN 'roctx' ELSE 'hip' END),
+_API = """
+SELECT $run_id AS run_id, coalesce(r.rank, $default_rank) AS rank, CAST(b.pid AS VARCHAR) AS pid,
+    CAST(b.tid AS VARCHAR) AS tid, b.category AS category,
+    coalesce(nullif(CAST(b.domain AS VARCHAR), ''), CASE b.category WHEN 'annotation' THEN 'roctx' ELSE 'hip' END)
+        AS trace_category,
     CASE WHEN b.category = 'annotation' THEN coalesce(nullif(CAST(b.args AS VARCHAR), ''), CAST(b.name AS VARCHAR))
-         ELSE CAST(b.name AS VARCHAR) END,
-    TRY_CAST(b.start AS BIGINT), TRY_CAST(TRY_CAST(b."end" AS HUGEINT) - TRY_CAST(b.start AS HUGEINT) AS BIGINT),  -- end < start: dropped and counted by ingest
-    CASE WHEN b.category = 'runtime' THEN TRY_CAST(b.api_id AS BIGINT) END,
-    TRY_CAST(b.ag_seq AS BIGINT),
+         ELSE CAST(b.name AS VARCHAR) END AS name,
+    TRY_CAST(b.start AS BIGINT) AS start_ns,
+    -- end < start: dropped and counted by ingest
+    TRY_CAST(TRY_CAST(b."end" AS HUGEINT) - TRY_CAST(b.start AS HUGEINT) AS BIGINT) AS dur_ns,
+    CASE WHEN b.category = 'runtime' THEN TRY_CAST(b.api_id AS BIGINT) END AS correlation_id,
+    TRY_CAST(b.ag_seq AS BIGINT) AS sequence_number,
     CASE WHEN b.category = 'annotation'
          THEN json_object('api_id', TRY_CAST(b.api_id AS BIGINT), 'api', CAST(b.name AS VARCHAR),
                           'autograd_op_id', TRY_CAST(b.ag_op_id AS BIGINT),
@@ -422,7 +424,7 @@ SELECT $run_id, coalesce(r.rank, $default_rank), CAST(b.pid AS VARCHAR), CAST(b.
                           'input_op_ids', nullif(CAST(b.ag_inputs AS VARCHAR), ''))
          WHEN nullif(CAST(b.args AS VARCHAR), '') IS NOT NULL
          THEN json_object('args', CAST(b.args AS VARCHAR))
-    END
+    END AS args
 FROM batch b LEFT JOIN rpd_pid_rank r ON r.pid = TRY_CAST(b.pid AS BIGINT)
 WHERE b.category IS NOT NULL
   -- a start or end that is no integer, or a duration past 64 bits: not stored (n_other_skipped)
@@ -546,21 +548,16 @@ class _FileReader:
             "pid": np.array([p.pid if p.pid is not None else -1 for p in self.procs], dtype=np.int64),
             "rank": np.array([p.rank for p in self.procs], dtype=np.int64),
         }
-        con.register("rpd_pid_rank", pid_rank)
+        create_temp_table(con, "rpd_pid_rank", pid_rank, source=self.path)
         try:
             self._ops()
             self._apis()
         finally:
-            con.unregister("rpd_pid_rank")
+            con.execute("DROP TABLE IF EXISTS rpd_pid_rank").fetchall()
         self._finish()
 
-    def _scan(self, arrays: dict[str, np.ndarray], sql: str) -> None:
-        con = self.ctx.con
-        con.register("batch", arrays)
-        try:
-            con.execute(sql, self.params).fetchall()
-        finally:
-            con.unregister("batch")
+    def _insert(self, table: str, batch: dict[str, np.ndarray], select: str) -> None:
+        insert_batch(self.ctx.con, table, batch, select=select, params=self.params, source=self.path)
 
     def _ops(self) -> None:
         import numpy as np  # imported on use: other formats do not load NumPy
@@ -583,7 +580,7 @@ class _FileReader:
                     proc.skipped_ops[op_type] += 1
             arrays = _arrays(_OP_COLS, rows, {"category": categories, "kind": kinds})
             arrays["op_type"] = np.array([_text(r[6]) for r in rows], dtype=object)
-            self._scan(arrays, _INSERT_OPS)
+            self._insert("device_activity", arrays, _OPS)
             self.ctx.progress(len(rows), 0)
 
     def _apis(self) -> None:
@@ -599,7 +596,7 @@ class _FileReader:
                 proc.n_read += 1
                 if cat is None:
                     proc.skipped_apis[key[0]] += 1
-            self._scan(_arrays(_API_COLS, rows, {"category": categories}), _INSERT_API)
+            self._insert("host_events", _arrays(_API_COLS, rows, {"category": categories}), _API)
             self.ctx.progress(len(rows), 0)
 
     # -- per-file facts ------------------------------------------------------------------------
