@@ -870,7 +870,7 @@ def check_cli(path: Path, fx: StoreFixture, timeout_s: float) -> Outcome:
         return out
     # a mutation can leave the file as it was (an SQL edit that matches no row): then it is the
     # stored run again, and nothing new may be stored
-    same = hashlib.sha256(path.read_bytes()).hexdigest() == fx.base_input_sha
+    same = path.is_file() and hashlib.sha256(path.read_bytes()).hexdigest() == fx.base_input_sha
     if out.counts["run_meta"] != fx.base_counts["run_meta"] + (0 if same else 1):
         out.failures.append(("run_count", f"exit 0 but {out.counts['run_meta']} runs stored (1 before)"))
     return out
