@@ -25,6 +25,8 @@ Communication is matched before every compute class: the B200 ``multimem_all_red
 
 from __future__ import annotations
 
+from tracekit.sql_text import quote as _lit
+
 CATEGORIES = ("gemm", "attention", "moe", "norm", "elementwise", "reduction", "communication", "memcpy", "other")
 
 # XProf hlo_category classes (lower-cased).
@@ -59,10 +61,6 @@ NAME_PATTERNS: dict[str, str] = {
         r"|catarray|neg_kernel|rsqrt|pow_tensor|rotary"
     ),
 }
-
-
-def _lit(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
 
 
 def category_case_sql(name: str = "name", category: str = "category", hlo_category: str = "hlo_category") -> str:

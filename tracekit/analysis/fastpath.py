@@ -28,9 +28,7 @@ import itertools
 import duckdb
 import numpy as np
 
-
-def _lit(s: str) -> str:
-    return "'" + s.replace("'", "''") + "'"
+from tracekit.sql_text import quote as _lit
 
 
 def materialize_device_work(con: duckdb.DuckDBPyConnection, run_id: str) -> None:

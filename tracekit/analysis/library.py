@@ -32,6 +32,7 @@ from importlib import resources
 
 import duckdb
 
+from tracekit.sql_text import quote
 from tracekit.sqldoc import comment_block, parse_block, split_word, statements
 
 #: Library files in install order.
@@ -192,7 +193,7 @@ def scoped(con: duckdb.DuckDBPyConnection, run_id: str, materialize: Iterable[st
     from tracekit.analysis import fastpath
 
     chosen = set(materialize)
-    run = "'" + run_id.replace("'", "''") + "'"
+    run = quote(run_id)
     con.execute(f"SET VARIABLE tracekit_run = {run}")
     made: list[str] = []
     try:

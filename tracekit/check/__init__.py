@@ -33,6 +33,7 @@ from tracekit.check.gate import (
     representative,
 )
 from tracekit.errors import TraceInputError
+from tracekit.sql_text import quote as _q
 from tracekit.store import default_store_path, open_store, resolve_run_id
 
 __all__ = ["CheckConfig", "CheckResult", "load_config", "parse_min_change", "run_check"]
@@ -83,10 +84,6 @@ class CheckResult:
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready dict (the ``--format json`` document)."""
         return asdict(self)
-
-
-def _q(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
 
 
 def _known_runs(con: duckdb.DuckDBPyConnection, ids: list[str]) -> dict[str, dict[str, Any]]:

@@ -34,11 +34,11 @@ from tracekit.parsers.kineto import (
     MAX_NESTING,
     SKIPPED_CATS,
     KinetoFile,
-    _sql_str,
     check_nesting,
     parse_trailer,
 )
 from tracekit.parsers.store_writer import duckdb_reason, insert_batch
+from tracekit.sql_text import quote
 
 _BOUNDARY = re.compile(rb"\}\s*,\s*(?=\{)")
 _CHUNK_BYTES = 2 << 20  # JSON bytes per chunk file handed to DuckDB
@@ -297,7 +297,7 @@ def stream_json(
         for table, paths in pending.items():
             if not paths:
                 continue
-            files = "[" + ", ".join(_sql_str(str(p)) for p in paths) + "]"
+            files = "[" + ", ".join(quote(str(p)) for p in paths) + "]"
             try:
                 insert_batch(con, table, select=JSON_SELECTS[table].replace("{path}", files), params=params,
                              source=kf.path, what="unexpected value in an event")

@@ -49,6 +49,7 @@ from tracekit.limits import check_temp_space, temp_dir
 from tracekit.parsers._io import read_head
 from tracekit.parsers.base import DeviceInfo, IngestContext, Parser, RankInfo
 from tracekit.parsers.store_writer import insert_batch
+from tracekit.sql_text import quote
 
 # ---------------------------------------------------------------------------------------------
 # File types, recognized from the header (lower-cased column names).
@@ -394,7 +395,7 @@ def _lit(v: Any) -> str:
         return "NULL"
     if isinstance(v, (int, float)) and not isinstance(v, bool):
         return repr(v)
-    return "'" + str(v).replace("'", "''") + "'"
+    return quote(str(v))
 
 
 class _Cols:
