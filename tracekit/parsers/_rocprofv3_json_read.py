@@ -357,6 +357,8 @@ class RocprofJsonReader:
                     skipped_kinds[_BAD_TIME] = skipped_kinds.get(_BAD_TIME, 0) + 1
                     continue
                 ext = r.correlation_id.external or None
+                event = {"start_ns": start, "dur_ns": end - start, "correlation_id": r.correlation_id.internal,
+                         "external_id": ext, "trace_category": kind, "tid": str(r.thread_id)}
                 stream = str(r.stream_id.handle) if r.stream_id is not None else None
                 if kind == "KERNEL_DISPATCH" and r.dispatch_info is not None:
                     di = r.dispatch_info
@@ -366,16 +368,11 @@ class RocprofJsonReader:
                     sym = symbols.get(di.kernel_id)
                     _append(
                         dcols,
+                        **event,
                         device=dev(di.agent_id),
                         stream=stream or queue,
                         category="kernel",
                         name=kernel_names.get(di.kernel_id, f"kernel_{di.kernel_id}"),
-                        start_ns=start,
-                        dur_ns=end - start,
-                        correlation_id=r.correlation_id.internal,
-                        external_id=ext,
-                        trace_category=kind,
-                        tid=str(r.thread_id),
                         grid_x=_blocks(grid.x, wg.x),
                         grid_y=_blocks(grid.y, wg.y),
                         grid_z=_blocks(grid.z, wg.z),
@@ -383,8 +380,6 @@ class RocprofJsonReader:
                         block_y=wg.y,
                         block_z=wg.z,
                         shared_mem_bytes=di.group_segment_size,
-                        bytes=None,
-                        kind=None,
                         args=msgspec.json.encode(
                             {
                                 "agent_handle": di.agent_id.handle,
@@ -403,25 +398,13 @@ class RocprofJsonReader:
                     op = _op_name(names, r.kind, r.operation)
                     _append(
                         dcols,
+                        **event,
                         device=dev(r.dst_agent_id)
                         if dev(r.dst_agent_id) is not None
                         else dev(r.src_agent_id),
                         stream=stream,
                         category="memcpy",
                         name=op,
-                        start_ns=start,
-                        dur_ns=end - start,
-                        correlation_id=r.correlation_id.internal,
-                        external_id=ext,
-                        trace_category=kind,
-                        tid=str(r.thread_id),
-                        grid_x=None,
-                        grid_y=None,
-                        grid_z=None,
-                        block_x=None,
-                        block_y=None,
-                        block_z=None,
-                        shared_mem_bytes=None,
                         bytes=r.bytes,
                         kind=op,
                         args=msgspec.json.encode(
@@ -432,12 +415,6 @@ class RocprofJsonReader:
                                 "dst_agent_node_id": node(r.dst_agent_id),
                             }
                         ).decode(),
-                        dispatch_id=None,
-                        queue_id=None,
-                        scratch_bytes=None,
-                        vgpr_count=None,
-                        accum_vgpr_count=None,
-                        sgpr_count=None,
                     )
                 elif kind.endswith(("_API", "_API_EXT")):
                     op = _op_name(names, r.kind, r.operation)
@@ -445,15 +422,10 @@ class RocprofJsonReader:
                     name = markers.get(r.correlation_id.internal, op) if kind.startswith("MARKER_") else op
                     _append(
                         hcols,
+                        **event,
                         pid=spid,
-                        tid=str(r.thread_id),
                         category="annotation" if annotation else "runtime",
-                        trace_category=kind,
                         name=name,
-                        start_ns=start,
-                        dur_ns=end - start,
-                        correlation_id=r.correlation_id.internal,
-                        external_id=ext,
                     )
                 else:  # memory allocation, scratch memory, page migration, PC samples ...
                     n_skipped += 1
@@ -637,5 +609,8 @@ _HOST_SELECT = (
 
 
 def _append(cols: dict[str, list[Any]], **values: Any) -> None:
-    for k, v in values.items():
-        cols[k].append(v)
+    """One row onto the column lists: a column not given is NULL; a name that is not a column is a bug."""
+    for k, column in cols.items():
+        column.append(values.pop(k, None))
+    if values:
+        raise KeyError(f"not columns: {sorted(values)}")

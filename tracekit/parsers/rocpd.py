@@ -321,6 +321,12 @@ _DEVICE_EVENT = f"""{_EVENT},
     coalesce(CAST({_N.format("b.stream_id")} AS VARCHAR), CAST({_N.format("b.queue_id")} AS VARCHAR)) AS stream,
     CAST({_N.format("b.queue_id")} AS VARCHAR) AS queue_id"""
 
+#: How a device event's args JSON ends: its region (a roctx range around it) and its graph ids.
+_DEVICE_ARGS_END = """      || CASE WHEN r.string <> '' THEN ',"region":' || to_json(r.string) ELSE '' END
+      || CASE WHEN b.graph_exec_id <> $nul THEN ',"graph_exec_id":' || b.graph_exec_id ELSE '' END
+      || CASE WHEN b.graph_node_id <> $nul THEN ',"graph_node_id":' || b.graph_node_id ELSE '' END
+      || '}' AS args"""
+
 _KERNELS = f"""
 SELECT{_DEVICE_EVENT},
     a.device AS device,
@@ -340,10 +346,7 @@ SELECT{_DEVICE_EVENT},
     TRY_CAST(s.sgpr AS INTEGER) AS sgpr_count,
     b.dispatch_id AS dispatch_id,
     '{{"agent_id":' || b.agent_id || ',"kernel_id":' || b.kernel_id
-      || CASE WHEN r.string <> '' THEN ',"region":' || to_json(r.string) ELSE '' END
-      || CASE WHEN b.graph_exec_id <> $nul THEN ',"graph_exec_id":' || b.graph_exec_id ELSE '' END
-      || CASE WHEN b.graph_node_id <> $nul THEN ',"graph_node_id":' || b.graph_node_id ELSE '' END
-      || '}}' AS args
+{_DEVICE_ARGS_END}
 FROM batch b
 LEFT JOIN _rocpd_agents a ON a.id = b.agent_id
 LEFT JOIN _rocpd_symbols s ON s.id = b.kernel_id
@@ -365,10 +368,7 @@ SELECT{_DEVICE_EVENT},
       || ',"dst_device":' || coalesce(CAST(dst.device AS VARCHAR), 'null')
       || CASE WHEN b.src_address <> $nul THEN ',"src_address":' || b.src_address ELSE '' END
       || CASE WHEN b.dst_address <> $nul THEN ',"dst_address":' || b.dst_address ELSE '' END
-      || CASE WHEN r.string <> '' THEN ',"region":' || to_json(r.string) ELSE '' END
-      || CASE WHEN b.graph_exec_id <> $nul THEN ',"graph_exec_id":' || b.graph_exec_id ELSE '' END
-      || CASE WHEN b.graph_node_id <> $nul THEN ',"graph_node_id":' || b.graph_node_id ELSE '' END
-      || '}}' AS args
+{_DEVICE_ARGS_END}
 FROM batch b
 LEFT JOIN _rocpd_agents src ON src.id = b.src_agent_id
 LEFT JOIN _rocpd_agents dst ON dst.id = b.dst_agent_id

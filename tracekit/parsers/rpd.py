@@ -350,6 +350,15 @@ _API_COLS = ("api_id", "pid", "tid", "start", "end", "name", "args", "domain", "
 # ---------------------------------------------------------------------------------------------
 # DuckDB inserts
 
+#: The batch rows every event SELECT reads, with their rank: only rows whose start and end are
+#: integers and whose duration fits 64 bits (the others are not stored: n_other_skipped).
+_FROM_TIMED_BATCH = """
+FROM batch b LEFT JOIN rpd_pid_rank r ON r.pid = TRY_CAST(b.pid AS BIGINT)
+WHERE b.category IS NOT NULL
+  AND TRY_CAST(b.start AS BIGINT) IS NOT NULL
+  AND TRY_CAST(TRY_CAST(b."end" AS HUGEINT) - TRY_CAST(b.start AS HUGEINT) AS BIGINT) IS NOT NULL
+"""
+
 _OPS = f"""
 SELECT $run_id AS run_id, coalesce(r.rank, $default_rank) AS rank, TRY_CAST(b.gpu AS INTEGER) AS device,
     coalesce(nullif(CAST(b.k_stream AS VARCHAR), ''), nullif(CAST(b.c_stream AS VARCHAR), ''),
@@ -398,12 +407,7 @@ SELECT $run_id AS run_id, coalesce(r.rank, $default_rank) AS rank, TRY_CAST(b.gp
                           'hip_memcpy_kind', TRY_CAST(b.c_kind AS BIGINT),
                           'sync', TRY_CAST(b.c_sync AS BIGINT), 'pinned', TRY_CAST(b.c_pinned AS BIGINT))
     END AS args
-FROM batch b LEFT JOIN rpd_pid_rank r ON r.pid = TRY_CAST(b.pid AS BIGINT)
-WHERE b.category IS NOT NULL
-  -- a start or end that is no integer, or a duration past 64 bits: not stored (n_other_skipped)
-  AND TRY_CAST(b.start AS BIGINT) IS NOT NULL
-  AND TRY_CAST(TRY_CAST(b."end" AS HUGEINT) - TRY_CAST(b.start AS HUGEINT) AS BIGINT) IS NOT NULL
-"""
+""" + _FROM_TIMED_BATCH
 
 _API = """
 SELECT $run_id AS run_id, coalesce(r.rank, $default_rank) AS rank, CAST(b.pid AS VARCHAR) AS pid,
@@ -425,12 +429,7 @@ SELECT $run_id AS run_id, coalesce(r.rank, $default_rank) AS rank, CAST(b.pid AS
          WHEN nullif(CAST(b.args AS VARCHAR), '') IS NOT NULL
          THEN json_object('args', CAST(b.args AS VARCHAR))
     END AS args
-FROM batch b LEFT JOIN rpd_pid_rank r ON r.pid = TRY_CAST(b.pid AS BIGINT)
-WHERE b.category IS NOT NULL
-  -- a start or end that is no integer, or a duration past 64 bits: not stored (n_other_skipped)
-  AND TRY_CAST(b.start AS BIGINT) IS NOT NULL
-  AND TRY_CAST(TRY_CAST(b."end" AS HUGEINT) - TRY_CAST(b.start AS HUGEINT) AS BIGINT) IS NOT NULL
-"""
+""" + _FROM_TIMED_BATCH
 
 
 def _arrays(cols: Sequence[str], rows: list[tuple[Any, ...]], extra: dict[str, list[Any]]) -> dict[str, np.ndarray]:
