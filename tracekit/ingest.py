@@ -142,6 +142,42 @@ def _drop_derived_traces(by_format: dict[str, list[Path]]) -> None:
         del by_format["kineto"]
 
 
+def _dir_traces(p: Path, format_name: str | None) -> tuple[str, list[Path]]:
+    """The format and the trace files of directory ``p``: one format, else TraceInputError."""
+    if not os.access(p, os.R_OK | os.X_OK):
+        raise TraceInputError(p, "cannot read directory (permission denied)")
+    by_format: dict[str, list[Path]] = {}
+    for f in sorted(q for q in p.rglob("*") if q.is_file()):
+        fmt = _sniff(f, format_name)
+        if fmt is not None:
+            by_format.setdefault(fmt, []).append(f)
+    if not by_format:
+        raise TraceInputError(p, "directory holds no recognizable trace file")
+    _drop_derived_traces(by_format)
+    if len(by_format) > 1:
+        found = ", ".join(f"{k} ({len(v)} files)" for k, v in sorted(by_format.items()))
+        raise TraceInputError(p, f"directory mixes trace formats: {found}; ingest them separately")
+    return next(iter(by_format.items()))
+
+
+def _file_format(p: Path, format_name: str | None) -> str:
+    """The format of trace file ``p``; TraceInputError saying why when it has none (the parser
+    whose suffix it has explains)."""
+    if not os.access(p, os.R_OK):
+        raise TraceInputError(p, "cannot read file (permission denied)")
+    if p.stat().st_size == 0:
+        raise TraceInputError(p, "empty file")
+    fmt = _sniff(p, format_name)
+    if fmt is None:
+        for name in [format_name] if format_name else sorted(REGISTRY):
+            parser = get_parser(name)
+            if p.name.lower().endswith(parser.suffixes):
+                raise TraceInputError(p, parser.explain(p))
+        known = ", ".join(sorted(REGISTRY))
+        raise TraceInputError(p, f"not a recognized trace format (known formats: {known})")
+    return fmt
+
+
 def resolve_input(path: str | Path, format_name: str | None = None) -> RunInput:
     """Find the trace files of one PATH and their format; raise TraceInputError if there are none."""
     p = Path(path)
@@ -149,35 +185,7 @@ def resolve_input(path: str | Path, format_name: str | None = None) -> RunInput:
         raise TraceInputError(p, f"unknown format {format_name!r} (known: {', '.join(sorted(REGISTRY))})")
     if not p.exists():
         raise TraceInputError(p, "no such file or directory")
-    if p.is_dir():
-        if not os.access(p, os.R_OK | os.X_OK):
-            raise TraceInputError(p, "cannot read directory (permission denied)")
-        by_format: dict[str, list[Path]] = {}
-        for f in sorted(q for q in p.rglob("*") if q.is_file()):
-            fmt = _sniff(f, format_name)
-            if fmt is not None:
-                by_format.setdefault(fmt, []).append(f)
-        if not by_format:
-            raise TraceInputError(p, "directory holds no recognizable trace file")
-        _drop_derived_traces(by_format)
-        if len(by_format) > 1:
-            found = ", ".join(f"{k} ({len(v)} files)" for k, v in sorted(by_format.items()))
-            raise TraceInputError(p, f"directory mixes trace formats: {found}; ingest them separately")
-        fmt, files = next(iter(by_format.items()))
-    else:
-        if not os.access(p, os.R_OK):
-            raise TraceInputError(p, "cannot read file (permission denied)")
-        if p.stat().st_size == 0:
-            raise TraceInputError(p, "empty file")
-        fmt = _sniff(p, format_name)
-        if fmt is None:
-            for name in [format_name] if format_name else sorted(REGISTRY):
-                parser = get_parser(name)
-                if p.name.lower().endswith(parser.suffixes):
-                    raise TraceInputError(p, parser.explain(p))
-            known = ", ".join(sorted(REGISTRY))
-            raise TraceInputError(p, f"not a recognized trace format (known formats: {known})")
-        files = [p]
+    fmt, files = _dir_traces(p, format_name) if p.is_dir() else (_file_format(p, format_name), [p])
     requests = None
     if p.is_dir() and (p / REQUESTS_FILE).is_file():
         from tracekit.request_rows import read_requests
@@ -287,19 +295,22 @@ def _mixed_devices(con: duckdb.DuckDBPyConnection, ctx: IngestContext) -> str | 
     return f"one run mixes devices: {', '.join(parts)}; compare and cost them apart (ingest each as its own PATH)"
 
 
-def _write_run(
-    con: duckdb.DuckDBPyConnection,
-    item: RunInput,
-    *,
-    label: str | None,
-    workload: str | None,
-    tags: Mapping[str, str],
-    progress: ProgressFn | None,
-    python_events: bool = False,
-    override_captured_at: dt.datetime | None = None,
-    one_run: bool = False,
-) -> IngestResult:
-    ctx = IngestContext(con, item.run_id, progress, python_events=python_events)
+@dataclass(frozen=True)
+class RunOptions:
+    """What an ingest command says about every new run it writes (see :func:`ingest`)."""
+
+    label: str | None = None
+    workload: str | None = None
+    tags: Mapping[str, str] = field(default_factory=dict)
+    progress: ProgressFn | None = None
+    python_events: bool = False
+    captured_at: dt.datetime | None = None  # naive UTC; wins over the trace's own time
+    one_run: bool = False
+
+
+def _write_run(con: duckdb.DuckDBPyConnection, item: RunInput, opts: RunOptions) -> IngestResult:
+    label, workload, tags = opts.label, opts.workload, opts.tags
+    ctx = IngestContext(con, item.run_id, opts.progress, python_events=opts.python_events)
     (item.parser or get_parser(item.format)).parse(item.files, ctx)
     dropped = drop_impossible_events(con, item.run_id)
     for info in ctx.ranks:
@@ -312,7 +323,7 @@ def _write_run(
                 {"r": item.run_id, "k": info.rank}).fetchone()
             if bounds is not None:
                 info.first_ns, info.last_ns = bounds
-    if not one_run:
+    if not opts.one_run:
         _check_one_capture(item, ctx.ranks)
     if item.requests is not None:
         from tracekit.request_rows import insert_requests
@@ -328,8 +339,8 @@ def _write_run(
     captured_at = (
         dt.datetime.fromtimestamp(min(captured), dt.UTC).replace(tzinfo=None) if captured else None
     )
-    if override_captured_at is not None:  # given by the user (--captured-at): wins over the trace
-        captured_at = override_captured_at
+    if opts.captured_at is not None:  # given by the user (--captured-at): wins over the trace
+        captured_at = opts.captured_at
     n_events = sum(r.n_trace_events for r in ctx.ranks)
     n_invalid = sum(r.n_invalid_events for r in ctx.ranks)
     n_dev, n_host, n_pc = con.execute(
@@ -487,6 +498,32 @@ def _invalid_note(n_invalid: int, n_events: int) -> str | None:
             "counted in runs.n_invalid_events")
 
 
+def _ingest_one(con: duckdb.DuckDBPyConnection, item: RunInput, opts: RunOptions) -> IngestResult:
+    """Write one input as a new run, or, when its content is stored already, apply the command's
+    --label/--workload/--tag to that run."""
+    row = con.execute(
+        "SELECT run_id, format, vendor, device_name, n_files FROM run_meta WHERE content_sha256 = ?",
+        [item.content_sha256],
+    ).fetchone()
+    if row is None:
+        return _write_run(con, item, opts)
+    return IngestResult(
+        run_id=row[0], source=str(item.source), format=row[1], created=False,
+        vendor=row[2], device_name=row[3], n_files=row[4],
+        updated=update_run_meta(con, row[0], label=opts.label, workload=opts.workload,
+                                tags=dict(opts.tags) if opts.tags else None),
+    )
+
+
+def _roll_back(con: duckdb.DuckDBPyConnection) -> None:
+    """Roll the ingest's transaction back and close the connection."""
+    try:
+        con.execute("ROLLBACK")
+    except duckdb.Error:  # the transaction is already gone: nothing was committed
+        pass
+    con.close()
+
+
 def ingest(
     paths: Sequence[str | Path],
     store: str | Path | None = None,
@@ -541,40 +578,19 @@ def ingest(
         con = connect(store_path, on_wait=on_lock_wait)
         con.execute("BEGIN")
         seen: dict[str, IngestResult] = {}
+        opts = RunOptions(label=label, workload=workload, tags=tags or {}, progress=progress,
+                          python_events=python_events, captured_at=captured_at, one_run=one_run)
         for item in items:
             current = item
-            if item.content_sha256 in seen:
-                results.append(seen[item.content_sha256])
-                continue
-            rows = con.execute(
-                "SELECT run_id, format, vendor, device_name, n_files FROM run_meta WHERE content_sha256 = ?",
-                [item.content_sha256],
-            ).fetchall()
-            row = rows[0] if rows else None
-            if row is not None:  # stored already: a new --label/--workload/--tag updates it
-                res = IngestResult(
-                    run_id=row[0], source=str(item.source), format=row[1], created=False,
-                    vendor=row[2], device_name=row[3], n_files=row[4],
-                    updated=update_run_meta(con, row[0], label=label, workload=workload,
-                                            tags=dict(tags) if tags else None),
-                )
-            else:
-                res = _write_run(
-                    con, item, label=label, workload=workload, tags=tags or {}, progress=progress,
-                    python_events=python_events, override_captured_at=captured_at, one_run=one_run,
-                )
-            seen[item.content_sha256] = res
-            results.append(res)
+            if item.content_sha256 not in seen:
+                seen[item.content_sha256] = _ingest_one(con, item, opts)
+            results.append(seen[item.content_sha256])
         if before_commit is not None:
             before_commit(con, results)
         con.execute("COMMIT")
     except BaseException as exc:
         if con is not None:
-            try:
-                con.execute("ROLLBACK")
-            except duckdb.Error:  # the transaction is already gone: nothing was committed
-                pass
-            con.close()
+            _roll_back(con)
             con = None
         if not existed:
             for leftover in (store_path, Path(str(store_path) + ".wal")):

@@ -201,6 +201,17 @@ def prepare_output_dir(path: str | Path, *, store: str | Path | None = None, for
     _check_not_store(shown, target, store_res)
     if target in store_res.parents:
         raise OutputError(shown, f"holds the store {store_res}; choose another directory for the traces")
+    entries = _existing_dir_entries(shown, target)
+    if entries is None:
+        return True
+    if entries:
+        _empty_previous_output(shown, target, entries, force=force, marker=marker)
+    return False
+
+
+def _existing_dir_entries(shown: Path, target: Path) -> list[Path] | None:
+    """The entries of directory ``target``; None when it did not exist (it is created here).
+    :class:`OutputError` when it is not a directory or cannot be used."""
     try:
         st = os.stat(target)
     except FileNotFoundError:
@@ -208,7 +219,7 @@ def prepare_output_dir(path: str | Path, *, store: str | Path | None = None, for
             target.mkdir(parents=True)
         except OSError as exc:
             raise OutputError(shown, f"cannot create the directory: {exc.strerror or exc}") from None
-        return True
+        return None
     except OSError as exc:
         raise OutputError(shown, f"cannot use the directory: {exc.strerror or exc}") from None
     if not stat.S_ISDIR(st.st_mode):
@@ -218,11 +229,14 @@ def prepare_output_dir(path: str | Path, *, store: str | Path | None = None, for
             raise OutputError(shown, "is a file, not a directory; refusing to replace it")
         raise OutputError(shown, "is not a directory (a device, fifo or socket); refusing to use it")
     try:
-        entries = list(target.iterdir())
+        return list(target.iterdir())
     except OSError as exc:
         raise OutputError(shown, f"cannot use the directory: {exc.strerror or exc}") from None
-    if not entries:
-        return False
+
+
+def _empty_previous_output(shown: Path, target: Path, entries: list[Path], *, force: bool, marker: str) -> None:
+    """Empty a non-empty output directory: only with ``force``, only a previous output of the
+    same kind (it holds ``marker``), never one that holds a DuckDB file."""
     if not force:
         raise OutputError(shown, "output directory is not empty (traces of another capture would mix in); "
                           "pass --force to replace a previous capture's directory")
@@ -241,4 +255,3 @@ def prepare_output_dir(path: str | Path, *, store: str | Path | None = None, for
                 entry.unlink()
     except OSError as exc:
         raise OutputError(shown, f"cannot empty the directory: {exc.strerror or exc}") from None
-    return False

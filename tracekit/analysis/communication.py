@@ -227,11 +227,11 @@ class Communication(Analyzer, name="communication"):
         else:
             title = (f"exposed communication {(exposed_fraction or 0):.0%} of the device window, "
                      f"most of it {label}")
-        detail = " ".join(_detail(
+        detail = " ".join(_detail(_Facts(
             comm_ns=comm_ns, comm_fraction=comm_fraction, exposed_ns=exposed_ns, exposed_fraction=exposed_fraction,
             window_ns=window_ns, colls=colls, host=host, host_us=host_us, peak=peak, device_name=device_name,
             participants=participants, skew=skew, workload=workload, severity=severity,
-        ))
+        )))
         finding = Finding(
             severity=severity, title=title, detail=detail, evidence=evidence,
             saving_ns=exposed_ns, saving_fraction=exposed_fraction,
@@ -326,64 +326,94 @@ def _mb(n: float) -> str:
     return f"{n / 1e6:.2f} MB" if n >= 1e5 else f"{n / 1e3:.1f} kB"
 
 
-def _detail(
-    *, comm_ns: int, comm_fraction: float, exposed_ns: int, exposed_fraction: float | None, window_ns: int,
-    colls: list[_Coll], host: list[tuple[Any, ...]], host_us: float | None, peak: float | None,
-    device_name: str | None, participants: list[tuple[int, Any, int]], skew: float | None,
-    workload: str, severity: Severity,
-) -> list[str]:
+@dataclass(frozen=True)
+class _Facts:
+    """What the detail text of the communication finding states (times in ns)."""
+
+    comm_ns: int
+    comm_fraction: float
+    exposed_ns: int
+    exposed_fraction: float | None
+    window_ns: int
+    colls: list[_Coll]
+    host: list[tuple[Any, ...]]
+    host_us: float | None
+    peak: float | None  # GB/s per direction
+    device_name: str | None
+    participants: list[tuple[int, Any, int]]
+    skew: float | None
+    workload: str
+    severity: Severity
+
+
+def _detail(f: _Facts) -> list[str]:
     out = [
-        (f"Collective kernels take {_t(comm_ns)}, {comm_fraction:.1%} of device kernel time; "
-         f"{_t(exposed_ns)} ({(exposed_fraction or 0):.1%} of the {_t(window_ns)} device "
+        (f"Collective kernels take {_t(f.comm_ns)}, {f.comm_fraction:.1%} of device kernel time; "
+         f"{_t(f.exposed_ns)} ({(f.exposed_fraction or 0):.1%} of the {_t(f.window_ns)} device "
          "window) runs with nothing else on the device.")
     ]
-    if severity == "info" and exposed_fraction is not None and exposed_ns < 0.5 * comm_ns:
+    if f.severity == "info" and f.exposed_fraction is not None and f.exposed_ns < 0.5 * f.comm_ns:
         out.append("Most of it is hidden behind compute on other streams, so it costs little wall time today.")
-    elif severity == "info":
+    elif f.severity == "info":
         out.append("It is exposed but small next to the device window (the device is mostly idle for other "
                    "reasons); it grows into the step time once those are fixed.")
+    lines = (_bandwidth_line(f.colls, f.peak, f.device_name), _host_line(f.host, f.host_us, f.colls, f.window_ns),
+             _skew_line(f.participants, f.skew, f.comm_fraction))
+    out += [ln for ln in lines if ln]
+    out.append(_advice(f.colls, f.workload))
+    return out
+
+
+def _bandwidth_line(colls: list[_Coll], peak: float | None, device_name: str | None) -> str | None:
+    """Bus bandwidth of the longest sized collective against the interconnect's peak."""
     sized = [c for c in colls if c.busbw_gbps is not None and c.avg_msg_bytes]
-    if sized:
-        c = max(sized, key=lambda c: c.time_ns)
-        line = (f"{short_kernel_name(c.name)} moves {_mb(c.avg_msg_bytes or 0)} messages"
-                f"{f' across {c.group_size} ranks' if c.group_size else ''} at {c.busbw_gbps:.1f} GB/s bus bandwidth")
-        if peak:
-            frac = (c.busbw_gbps or 0) / peak
-            line += (f", {frac:.0%} of the {peak:g} GB/s per-direction interconnect peak of "
-                     f"{device_name or 'the device'}")
-            if frac < LOW_BUSBW_FRACTION and (c.avg_msg_bytes or 0) >= LARGE_MESSAGE_BYTES:
-                line += ("; far below the link for messages this large, so the kernel spends most of its time "
-                         "waiting (for peers, or for the collective to be launched on every rank), not moving data")
-            elif frac < LOW_BUSBW_FRACTION:
-                line += "; small messages are latency-bound, fewer and larger ones (or a one-shot kernel) help"
-        else:
-            line += f" (no interconnect peak for {device_name or 'this device'} in the hardware catalog)"
-        out.append(line + ".")
-    elif colls:
-        out.append("The trace gives no message sizes for these collectives, so bus bandwidth is unknown.")
-    if host and host_us is not None:
-        name, n, total, mean, kind = host[0]
-        same = [c for c in colls if c.collective == kind]
-        per_kernel = sum(c.time_ns for c in same) / sum(c.count for c in same) / 1e3 if same else None
-        line = (f"On the host each {name} call takes {_t(float(mean))} ({int(n)} calls, "
-                f"{_t(float(total))}, {float(total) / window_ns:.1%} of the window)" if window_ns else
-                f"On the host each {name} call takes {_t(float(mean))}")
-        if per_kernel is not None and float(mean) / 1e3 > 2 * per_kernel:
-            line += (f", {float(mean) / 1e3 / per_kernel:.0f}x its {per_kernel:.0f} µs kernel: in a launch-bound "
-                     "run this host time, not the link, is what the collective costs")
-        out.append(line + ".")
+    if not sized:
+        return "The trace gives no message sizes for these collectives, so bus bandwidth is unknown." if colls else None
+    c = max(sized, key=lambda c: c.time_ns)
+    line = (f"{short_kernel_name(c.name)} moves {_mb(c.avg_msg_bytes or 0)} messages"
+            f"{f' across {c.group_size} ranks' if c.group_size else ''} at {c.busbw_gbps:.1f} GB/s bus bandwidth")
+    if not peak:
+        return line + f" (no interconnect peak for {device_name or 'this device'} in the hardware catalog)."
+    frac = (c.busbw_gbps or 0) / peak
+    line += (f", {frac:.0%} of the {peak:g} GB/s per-direction interconnect peak of "
+             f"{device_name or 'the device'}")
+    if frac < LOW_BUSBW_FRACTION and (c.avg_msg_bytes or 0) >= LARGE_MESSAGE_BYTES:
+        line += ("; far below the link for messages this large, so the kernel spends most of its time "
+                 "waiting (for peers, or for the collective to be launched on every rank), not moving data")
+    elif frac < LOW_BUSBW_FRACTION:
+        line += "; small messages are latency-bound, fewer and larger ones (or a one-shot kernel) help"
+    return line + "."
+
+
+def _host_line(host: list[tuple[Any, ...]], host_us: float | None, colls: list[_Coll], window_ns: int) -> str | None:
+    """The host cost of the most expensive collective call, against its kernel."""
+    if not host or host_us is None:
+        return None
+    name, n, total, mean, kind = host[0]
+    same = [c for c in colls if c.collective == kind]
+    per_kernel = sum(c.time_ns for c in same) / sum(c.count for c in same) / 1e3 if same else None
+    line = (f"On the host each {name} call takes {_t(float(mean))} ({int(n)} calls, "
+            f"{_t(float(total))}, {float(total) / window_ns:.1%} of the window)" if window_ns else
+            f"On the host each {name} call takes {_t(float(mean))}")
+    if per_kernel is not None and float(mean) / 1e3 > 2 * per_kernel:
+        line += (f", {float(mean) / 1e3 / per_kernel:.0f}x its {per_kernel:.0f} µs kernel: in a launch-bound "
+                 "run this host time, not the link, is what the collective costs")
+    return line + "."
+
+
+def _skew_line(participants: list[tuple[int, Any, int]], skew: float | None, comm_fraction: float) -> str | None:
+    """Rank skew when several ranks are in the trace; the caveat when only one is."""
     if len(participants) >= 2 and skew is not None and skew >= SKEW_NOTE_FRACTION:
         lo = min(participants, key=lambda p: p[2])
         hi = max(participants, key=lambda p: p[2])
-        out.append(f"Rank skew {skew:.0%}: rank {lo[0]} spends {_t(lo[2])} in collectives against "
-                   f"{_t(hi[2])} on rank {hi[0]}; everyone leaves a collective together, so the others "
-                   f"wait for rank {lo[0]} (load imbalance, input pipeline or a slow device there).")
-    elif len(participants) < 2 and comm_fraction >= WAITING_COMMUNICATION_FRACTION:
-        out.append("Only one rank is in the trace: long collective time on one rank is often waiting for slower "
-                   "peers (skew from load imbalance, data loading or a straggler) rather than bandwidth; capture "
-                   "every rank to see which one the others wait for.")
-    out.append(_advice(colls, workload))
-    return out
+        return (f"Rank skew {skew:.0%}: rank {lo[0]} spends {_t(lo[2])} in collectives against "
+                f"{_t(hi[2])} on rank {hi[0]}; everyone leaves a collective together, so the others "
+                f"wait for rank {lo[0]} (load imbalance, input pipeline or a slow device there).")
+    if len(participants) < 2 and comm_fraction >= WAITING_COMMUNICATION_FRACTION:
+        return ("Only one rank is in the trace: long collective time on one rank is often waiting for slower "
+                "peers (skew from load imbalance, data loading or a straggler) rather than bandwidth; capture "
+                "every rank to see which one the others wait for.")
+    return None
 
 
 def _advice(colls: list[_Coll], workload: str) -> str:

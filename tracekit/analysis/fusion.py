@@ -92,6 +92,22 @@ MIN_SAVING_NS = 50_000  # ns: a smaller total saving is no finding whatever its 
 TOP_CHAINS = 5  # chain groups kept in the evidence
 
 
+@dataclass(frozen=True)
+class _ChainTotals:
+    """The run's fusable chains in total, for the finding's detail (times in ns)."""
+
+    n_chains: int
+    n_kernels: int  # kernels inside the chains
+    time_ns: int  # device time of those kernels
+    saving_ns: int  # estimated saving of fusing each chain
+    n_shape: int  # chains costed from op shapes (the others from launch overhead)
+    window_ns: int  # the device window
+    kernel_ns: int  # all device kernel time
+    short_ns: int  # time of kernels under SHORT_KERNEL_NS
+    graph_calls: int  # CUDA/HIP graph launches in the run
+    engine: int  # kernels of a serving engine's fused-op library
+
+
 @dataclass
 class ChainGroup:
     """Chains with the same first kernel, last kernel and length, with their totals."""
@@ -236,8 +252,10 @@ class Fusion(Analyzer, name="fusion"):
         title = (f"unfused elementwise/norm kernel chains: fusing would save ≈{_ms(tot_saving)} "
                  f"({saving_fraction:.1%} of the device window); top {_chain_text(top)} ×{top.n_chains} "
                  f"({top.saving_ns / window_ns:.1%})")
-        detail = self._detail(top, groups, tot_chains, tot_kernels, tot_t, tot_saving, tot_shape, window_ns,
-                              kernel_ns, short_ns, spec, int(graph_calls), int(engine))
+        detail = self._detail(top, groups, _ChainTotals(
+            n_chains=tot_chains, n_kernels=tot_kernels, time_ns=tot_t, saving_ns=tot_saving, n_shape=tot_shape,
+            window_ns=window_ns, kernel_ns=kernel_ns, short_ns=short_ns, graph_calls=int(graph_calls),
+            engine=int(engine)), spec)
         res.findings.append(Finding(severity=severity, title=title, detail=detail, evidence=evidence,
                                     saving_ns=tot_saving, saving_fraction=saving_fraction))
         return res
@@ -286,31 +304,29 @@ class Fusion(Analyzer, name="fusion"):
         ))
 
     @staticmethod
-    def _detail(top: ChainGroup, groups: list[ChainGroup], n_chains: int, n_chain_kernels: int, chain_ns: int,
-                saving_ns: int, n_shape: int, window_ns: int, kernel_ns: int, short_ns: int,
-                spec: DeviceSpec | None, graph_calls: int, engine: int) -> str:
+    def _detail(top: ChainGroup, groups: list[ChainGroup], f: _ChainTotals, spec: DeviceSpec | None) -> str:
         parts = [
-            (f"{n_chains} chains of 2+ elementwise/norm/reduction kernels ({n_chain_kernels} kernels, "
-             f"{_ms(chain_ns)}, {chain_ns / kernel_ns:.0%} of kernel time) run one after another on a stream "
+            (f"{f.n_chains} chains of 2+ elementwise/norm/reduction kernels ({f.n_kernels} kernels, "
+             f"{_ms(f.time_ns)}, {f.time_ns / f.kernel_ns:.0%} of kernel time) run one after another on a stream "
              f"with nothing else between them; each round-trips its intermediate tensors through HBM and pays "
-             f"a kernel's fixed cost. Fusing each chain into one kernel would save ≈{_ms(saving_ns)} "
-             f"({saving_ns / window_ns:.1%} of the {_ms(window_ns)} device window)."),
+             f"a kernel's fixed cost. Fusing each chain into one kernel would save ≈{_ms(f.saving_ns)} "
+             f"({f.saving_ns / f.window_ns:.1%} of the {_ms(f.window_ns)} device window)."),
             (f"Top: {_chain_text(top, 8)} ({top.n_kernels} kernels) ×{top.n_chains}: {_ms(top.time_ns)}, "
              f"saving ≈{_ms(top.saving_ns)}"
              + (f"; ops {' → '.join(o or '?' for o in top.ops[:8])}" if any(top.ops) else "") + "."),
-            (f"Model: {n_shape} of {n_chains} chains costed from op shapes (ideal fused kernel reads the first "
+            (f"Model: {f.n_shape} of {f.n_chains} chains costed from op shapes (ideal fused kernel reads the first "
              f"op's inputs and writes the last op's output at {spec.hbm_gbps:g} GB/s, {spec.name}: an upper "
              f"bound), the others from launch overhead only ((n−1) × {KERNEL_FIXED_NS / 1e3:g} µs, an "
-             f"estimate and a lower bound)." if n_shape and spec and spec.hbm_gbps else
+             f"estimate and a lower bound)." if f.n_shape and spec and spec.hbm_gbps else
              f"Model: {'no op with recorded shapes' if spec and spec.hbm_gbps else 'device bandwidth unknown'} "
              f"for these kernels (graph replay, rocprof, or ops without a cost), so the saving is estimated "
              f"from launch overhead only: (n−1) × {KERNEL_FIXED_NS / 1e3:g} µs per chain (an estimate; the "
              f"memory round-trips fusion also removes are not counted)."),
-            f"Kernels under {SHORT_KERNEL_NS / 1e3:g} µs take {short_ns / kernel_ns:.1%} of kernel time.",
+            f"Kernels under {SHORT_KERNEL_NS / 1e3:g} µs take {f.short_ns / f.kernel_ns:.1%} of kernel time.",
         ]
         names = " ".join(top.names + [o or "" for o in top.ops]).lower()
         compiled = any(n.startswith(("triton_", "fused_")) for n in top.names)
-        if engine or re.search(r"vllm|sglang|sgl_kernel|aiter|ck_tile", names):
+        if f.engine or re.search(r"vllm|sglang|sgl_kernel|aiter|ck_tile", names):
             parts.append("Use the serving engine's fused ops (vLLM/SGLang fused_add_rms_norm, silu_and_mul, "
                          "fused rotary embedding, fused MoE routing) and keep its torch.compile pass on (vLLM "
                          "custom ops / compilation config), so that such a chain becomes one kernel.")
@@ -322,8 +338,8 @@ class Fusion(Analyzer, name="fusion"):
             parts.append("torch.compile (Inductor) fuses chains of pointwise and reduction ops like this into one "
                          "Triton kernel; or call fused ops (F.rms_norm / a fused RMSNorm, fused add+norm, "
                          "SiLU-and-mul).")
-        if graph_calls:
-            parts.append(f"The run already replays CUDA/HIP graphs ({graph_calls} launches): graphs remove the "
+        if f.graph_calls:
+            parts.append(f"The run already replays CUDA/HIP graphs ({f.graph_calls} launches): graphs remove the "
                          "host's launch cost, not each kernel's fixed device cost or its memory round-trips — "
                          "only fusion does.")
         if len(groups) > 1:

@@ -412,13 +412,23 @@ def _align(value: int, granule: int) -> int:
     return -(-value // granule) * granule
 
 
+@dataclass(frozen=True)
+class AmdCu:
+    """What the device states about its compute units (defaults: CDNA's)."""
+
+    wave_size: int = 64  # threads per wavefront
+    simd_per_cu: int = 4
+    max_waves_per_cu: int = 32
+    lds_per_cu: int | None = None  # bytes; None: the target's
+
+
 def resident_workgroups_amd(
     target: AmdTarget, threads: int, vgprs: int | None, agprs: int | None, sgprs: int | None,
-    lds: int | None, *, wave_size: int = 64, simd_per_cu: int = 4, max_waves_per_cu: int = 32,
-    lds_per_cu: int | None = None,
+    lds: int | None, cu: AmdCu = AmdCu(),
 ) -> tuple[int, str] | None:
     """(resident workgroups per CU, limiting factor) of an AMD CDNA dispatch (module docstring (d));
     None when the workgroup cannot be resident (more waves or registers than a CU holds)."""
+    wave_size, simd_per_cu, max_waves_per_cu = cu.wave_size, cu.simd_per_cu, cu.max_waves_per_cu
     if threads <= 0 or wave_size <= 0 or simd_per_cu <= 0:
         return None
     waves = -(-threads // wave_size)
@@ -438,7 +448,7 @@ def resident_workgroups_amd(
         occ = min(per_simd, max(1, target.total_sgprs // _align(sgprs, target.sgpr_granule)))
         limits["sgprs"] = occ * simd_per_cu // waves
     if lds:
-        limits["lds"] = max(1, (lds_per_cu or target.lds_per_cu) // _align(lds, target.lds_granule))
+        limits["lds"] = max(1, (cu.lds_per_cu or target.lds_per_cu) // _align(lds, target.lds_granule))
     factor = min(limits, key=lambda k: limits[k])
     return (limits[factor], factor) if limits[factor] > 0 else None
 
@@ -468,6 +478,44 @@ def _severity(value: float, warning: float, info: float) -> Severity | None:
     if value >= info:
         return "info"
     return None
+
+
+#: One GEMM of the run: op, dims, (batch, M, N, K), executions, time (ns), element dtype, and the
+#: op-level FLOP/byte of a fused attention kernel (else None).
+_GemmItem = tuple[str, str, tuple[int, int, int, int], int, int, str | None, float | None]
+
+
+def _gemm_items(con: duckdb.DuckDBPyConnection, run_id: str) -> list[_GemmItem]:
+    """The run's GEMMs with shapes: PyTorch matmul/attention ops and XLA dot ops."""
+    items: list[_GemmItem] = []
+    for op, dims, types, n, t in con.execute(
+        f"""SELECT op_name, input_dims, any_value(input_types), count(*), sum(dur_ns) FROM kernel_ops
+            WHERE run_id = ? AND category = 'kernel' AND input_dims IS NOT NULL
+              AND (op_name IN {_MM_OPS} OR op_name LIKE '%attention%')
+            GROUP BY op_name, input_dims""",
+        [run_id],
+    ).fetchall():
+        gemms = gemms_of_op(op, json.loads(dims))
+        dtype = _torch_dtype(types)
+        fused = None
+        if "attention" in op and len(gemms) == 2:
+            # both GEMMs in one kernel: 4·L·S·E FLOPs over Q, K, V, O read/written once
+            _, lq, sk, _ = gemms[0]
+            nbytes = _DTYPE_PEAK.get(dtype or "", (2, ""))[0]
+            fused = 2 * lq * sk / (nbytes * (lq + sk)) if lq + sk else 0.0
+        for g in gemms:
+            items.append((op, dims, g, int(n), int(t) // len(gemms), dtype, fused))
+    for name, hlo, n, t in con.execute(
+        """SELECT o.name, o.hlo_text, count(*), sum(coalesce(k.device_dur_ns, k.dur_ns))
+           FROM op_costs o JOIN kernels k USING (run_id, rank, device, op_metadata_id)
+           WHERE o.run_id = ? AND k.category = 'kernel' AND o.hlo_text LIKE '% dot(%'
+           GROUP BY ALL""",
+        [run_id],
+    ).fetchall():
+        dot = dot_dims(hlo)
+        if dot is not None:
+            items.append((name, hlo.split(" = ")[0], dot, int(n), int(t), _hlo_dtype(hlo), None))
+    return items
 
 
 class PaddingWaste(Analyzer, name="padding_waste"):
@@ -573,35 +621,7 @@ class PaddingWaste(Analyzer, name="padding_waste"):
         tile = matrix_tile_mnk(spec)
         if tile is None:
             return [], none, {"matrix_unit": f"skipped: the catalog states no parseable matrix tile for {spec.name}"}
-        # op, dims, (batch, M, N, K), executions, time, element dtype, op-level FLOP/byte (fused attention)
-        items: list[tuple[str, str, tuple[int, int, int, int], int, int, str | None, float | None]] = []
-        for op, dims, types, n, t in con.execute(
-            f"""SELECT op_name, input_dims, any_value(input_types), count(*), sum(dur_ns) FROM kernel_ops
-                WHERE run_id = ? AND category = 'kernel' AND input_dims IS NOT NULL
-                  AND (op_name IN {_MM_OPS} OR op_name LIKE '%attention%')
-                GROUP BY op_name, input_dims""",
-            [run_id],
-        ).fetchall():
-            gemms = gemms_of_op(op, json.loads(dims))
-            dtype = _torch_dtype(types)
-            fused = None
-            if "attention" in op and len(gemms) == 2:
-                # both GEMMs in one kernel: 4·L·S·E FLOPs over Q, K, V, O read/written once
-                _, lq, sk, _ = gemms[0]
-                nbytes = _DTYPE_PEAK.get(dtype or "", (2, ""))[0]
-                fused = 2 * lq * sk / (nbytes * (lq + sk)) if lq + sk else 0.0
-            for g in gemms:
-                items.append((op, dims, g, int(n), int(t) // len(gemms), dtype, fused))
-        for name, hlo, n, t in con.execute(
-            """SELECT o.name, o.hlo_text, count(*), sum(coalesce(k.device_dur_ns, k.dur_ns))
-               FROM op_costs o JOIN kernels k USING (run_id, rank, device, op_metadata_id)
-               WHERE o.run_id = ? AND k.category = 'kernel' AND o.hlo_text LIKE '% dot(%'
-               GROUP BY ALL""",
-            [run_id],
-        ).fetchall():
-            dot = dot_dims(hlo)
-            if dot is not None:
-                items.append((name, hlo.split(" = ")[0], dot, int(n), int(t), _hlo_dtype(hlo), None))
+        items = _gemm_items(con, run_id)
         if not items:
             return [], none, {"matrix_unit": {"device": spec.name, "tile_mnk": list(tile),
                                               "gemms": 0, "note": "no GEMM/attention op with shapes in the run"}}
@@ -935,9 +955,9 @@ def _amd_wave_groups(con: duckdb.DuckDBPyConnection, run_id: str) -> list[dict[s
             why = f"occupancy of {shape['arch'] or 'an unknown gfx target'} is not modelled (CDNA gfx90a/gfx94x/gfx950 only)"
         else:
             res = resident_workgroups_amd(
-                target, int(threads), vgpr, agpr, sgpr, lds, wave_size=int(shape["wave_size"]),
-                simd_per_cu=int(shape["simd_per_cu"]), max_waves_per_cu=int(shape["max_waves_per_cu"]),
-                lds_per_cu=shape["lds_per_cu"] or target.lds_per_cu)
+                target, int(threads), vgpr, agpr, sgpr, lds, AmdCu(
+                    wave_size=int(shape["wave_size"]), simd_per_cu=int(shape["simd_per_cu"]),
+                    max_waves_per_cu=int(shape["max_waves_per_cu"]), lds_per_cu=shape["lds_per_cu"] or target.lds_per_cu))
         missing = [k for k, v in (("vgprs", vgpr if vgpr or agpr else None), ("sgprs", sgpr)) if v is None]
         extra: dict[str, Any] = {"arch": shape["arch"], "vgprs": vgpr, "agprs": agpr, "sgprs": sgpr,
                                  "lds_bytes": lds, "device_source": shape["source"]}

@@ -149,98 +149,116 @@ def _run(rid: str, runs: dict[str, Any], table: bool = False) -> str:
     return md_code(rid, table=table) + (f" ({md_text(label)})" if label else "")
 
 
+def _md_pr(d: dict[str, Any]) -> list[str]:
+    """The PR tier's heading, runs, test and verdict table."""
+    cfg, runs = d["config"], d["runs"]
+    lines: list[str] = []
+    warnings = [n for n in d["notes"] if n.startswith("warning:")]
+    n_reg = sum(v["verdict"] == "regression" for v in d["verdicts"])
+    n_unconfirmed = sum(v["verdict"] == "not significant" for v in d["verdicts"])
+    head = (f"🔴 {n_reg} regression{'s' if n_reg != 1 else ''}" if n_reg
+            else f"⚪ no significant regression ({n_unconfirmed} change{'s' if n_unconfirmed != 1 else ''} "
+            "above the minimum not confirmed)" if n_unconfirmed else "✅ no regression")
+    lines += [f"## tracekit check: {head}", ""]
+    lines += [f"> ⚠️ {md_text(w.removeprefix('warning: '))}" for w in warnings] + ([""] if warnings else [])
+    lines.append(f"Candidate: {len(d['candidate_runs'])} run(s) "
+                 f"{', '.join(_run(r, runs) for r in d['candidate_runs'])} · Baseline: "
+                 f"{len(d['baseline_runs'])} run(s) {', '.join(_run(r, runs) for r in d['baseline_runs'])}")
+    lines.append(f"Test: {md_text(cfg['test'])} (one-sided) at α = {cfg['alpha']:g}, and a change of the medians "
+                 f"≥ the metric's minimum (default {md_text(cfg['min_change'])}).")
+    lines.append("")
+    if d["verdicts"]:
+        lines += ["| metric | better | baseline (median) | candidate (median) | change | p | min change | verdict |",
+                  "|---|---|---|---|---|---|---|---|"]
+        for v in d["verdicts"]:
+            lines.append(
+                f"| {md_text(v['metric'])} | {md_text(v['better'] or '—')} | {_num(v['baseline_median'], v['unit'])} "
+                f"(n={len(v['baseline_values'])}) | {_num(v['candidate_median'], v['unit'])} "
+                f"(n={len(v['candidate_values'])}) | {_pct(v['change'])} | {_p(v['p_value'])} | "
+                f"{md_text(v['min_change'])} | {_ICON[v['verdict']]} |")
+        notes = [f"- {md_text(v['metric'])}: {md_text(v['note'])}" for v in d["verdicts"] if v["note"]]
+        if notes:
+            lines += ["", *dict.fromkeys(notes)]
+    return lines
+
+
+def _md_history(d: dict[str, Any]) -> list[str]:
+    """The history tier's heading, change-point method and change table."""
+    cfg, runs = d["config"], d["runs"]
+    lines: list[str] = []
+    h = d["history"]
+    alerts = [c for c in d["changes"] if c["alert"]]
+    head = (f"🔴 {len(alerts)} new regression{'s' if len(alerts) != 1 else ''}" if alerts
+            else "✅ no new regression")
+    lines += [f"## tracekit check: {head} in {md_code(h['workload'])}", ""]
+    lines.append(f"History: {len(h['runs'])} run(s) by capture time, newest {_run(h['runs'][-1], runs)}. "
+                 f"Change points: {md_text(cfg['detector'])} (permutation test, p ≤ {cfg['p_value']:g}, "
+                 f"{cfg['permutations']} permutations, ≥ {cfg['min_size']} runs per segment); an alert is a "
+                 f"regression ≥ the metric's minimum change (default {md_text(cfg['min_change'])}) that began within "
+                 f"the newest {cfg['alert_window']} runs and was not found before the newest run (each change alerts once).")
+    lines.append("")
+    if d["changes"]:
+        lines += [("| metric | first run of the change | runs after | before (median) | after (median) "
+                   "| change | p | verdict |"), "|---|---|---|---|---|---|---|---|"]
+        for c in d["changes"]:
+            verdict = _ICON[c["verdict"]] + (" (new: alert)" if c["alert"] else
+                                              " (known: found before the newest run)" if c["known"] else "")
+            lines.append(
+                f"| {md_text(c['metric'])} | {_run(c['first_run'], runs, table=True)} | {c['n_runs'] - c['index']} | "
+                f"{_num(c['before_median'], c['unit'])} | {_num(c['after_median'], c['unit'])} | "
+                f"{_pct(c['change'])} | {_p(c['p_value'])} | {verdict} |")
+    quiet = [m for m in h["metrics"] if not m["change_points"]]
+    if quiet:
+        lines += ["", "No change point: " + ", ".join(
+            f"{md_text(m['metric'])} ({m['runs']} runs{', ' + md_text(m['note']) if m['note'] else ''})" for m in quiet) + "."]
+    return lines
+
+
+def _md_explanation(e: dict[str, Any], runs: dict[str, Any]) -> list[str]:
+    """What moved between the baseline and the candidate run the check explains."""
+    lines: list[str] = []
+    lines += ["", f"### What moved: {', '.join(md_text(m) for m in e['metrics'])}", ""]
+    lines.append(f"Baseline {_run(e['baseline_run'], runs)} → candidate {_run(e['candidate_run'], runs)} "
+                 f"({md_text(e['chosen'])}).")
+    if e["compare_url"]:
+        link = md_url(e["compare_url"])
+        lines.append(f"[Open the comparison in the dashboard]({link})" if link else
+                     f"Comparison in the dashboard: {md_code(e['compare_url'])}")
+    if e["slower_kernels"]:
+        lines += ["", "Kernels that got slower (summed device time):", "",
+                  "| kernel | category | baseline ms | candidate ms | Δ ms | launches |", "|---|---|---|---|---|---|"]
+        shorts = short_kernel_names([k["name"] for k in e["slower_kernels"]], 90)
+        for k, short in zip(e["slower_kernels"], shorts):
+            lines.append(f"| {md_code(short, table=True)} | {md_text(k['category'])} | {k['a_ms']:.3f} | {k['b_ms']:.3f} | "
+                         f"{k['delta_ms']:+.3f} | {k['a_kernels']} → {k['b_kernels']} |")
+    else:
+        lines += ["", "No kernel shared by both runs got slower."]
+    if e["new_kernels"]:
+        lines += ["", "New kernels: " + ", ".join(
+            f"{md_code(short_kernel_name(k['name'], 60))} ({k['b_kernels']}×, {k['b_ms']:.3f} ms)" for k in e["new_kernels"])]
+    if e["gone_kernels"]:
+        lines += ["", "Kernels no longer launched: " + ", ".join(
+            f"{md_code(short_kernel_name(k['name'], 60))} ({k['a_kernels']}×, {k['a_ms']:.3f} ms)" for k in e["gone_kernels"])]
+    if e["launch_count_changes"]:
+        lines += ["", "Launch count changes: " + ", ".join(
+            f"{md_code(short_kernel_name(k['name'], 60))} {k['a_kernels']} → {k['b_kernels']}" for k in e["launch_count_changes"])]
+    moved = [c for c in e["categories"] if c["delta_ms"]]
+    if moved:
+        lines += ["", "By kernel category: " + ", ".join(
+            f"{md_text(c['category'])} {c['a_ms']:.3f} → {c['b_ms']:.3f} ms ({c['delta_ms']:+.3f})" for c in moved)]
+    if e["new_findings"]:
+        lines += ["", "New findings:"] + [f"- **{md_text(f['severity'])}** ({md_text(f['analyzer'])}) {md_text(f['title'])}"
+                                          for f in e["new_findings"]]
+    return lines
+
+
 def to_markdown(result: CheckResult, key: str | None = None) -> str:
     """The check as GitHub-flavoured markdown, headed by the hidden :func:`marker`."""
     d = result.as_dict()
-    cfg = d["config"]
-    runs = d["runs"]
     lines = [marker(key)]
-    warnings = [n for n in d["notes"] if n.startswith("warning:")]
-    if d["tier"] == "pr":
-        n_reg = sum(v["verdict"] == "regression" for v in d["verdicts"])
-        n_unconfirmed = sum(v["verdict"] == "not significant" for v in d["verdicts"])
-        head = (f"🔴 {n_reg} regression{'s' if n_reg != 1 else ''}" if n_reg
-                else f"⚪ no significant regression ({n_unconfirmed} change{'s' if n_unconfirmed != 1 else ''} "
-                "above the minimum not confirmed)" if n_unconfirmed else "✅ no regression")
-        lines += [f"## tracekit check: {head}", ""]
-        lines += [f"> ⚠️ {md_text(w.removeprefix('warning: '))}" for w in warnings] + ([""] if warnings else [])
-        lines.append(f"Candidate: {len(d['candidate_runs'])} run(s) "
-                     f"{', '.join(_run(r, runs) for r in d['candidate_runs'])} · Baseline: "
-                     f"{len(d['baseline_runs'])} run(s) {', '.join(_run(r, runs) for r in d['baseline_runs'])}")
-        lines.append(f"Test: {md_text(cfg['test'])} (one-sided) at α = {cfg['alpha']:g}, and a change of the medians "
-                     f"≥ the metric's minimum (default {md_text(cfg['min_change'])}).")
-        lines.append("")
-        if d["verdicts"]:
-            lines += ["| metric | better | baseline (median) | candidate (median) | change | p | min change | verdict |",
-                      "|---|---|---|---|---|---|---|---|"]
-            for v in d["verdicts"]:
-                lines.append(
-                    f"| {md_text(v['metric'])} | {md_text(v['better'] or '—')} | {_num(v['baseline_median'], v['unit'])} "
-                    f"(n={len(v['baseline_values'])}) | {_num(v['candidate_median'], v['unit'])} "
-                    f"(n={len(v['candidate_values'])}) | {_pct(v['change'])} | {_p(v['p_value'])} | "
-                    f"{md_text(v['min_change'])} | {_ICON[v['verdict']]} |")
-            notes = [f"- {md_text(v['metric'])}: {md_text(v['note'])}" for v in d["verdicts"] if v["note"]]
-            if notes:
-                lines += ["", *dict.fromkeys(notes)]
-    else:
-        h = d["history"]
-        alerts = [c for c in d["changes"] if c["alert"]]
-        head = (f"🔴 {len(alerts)} new regression{'s' if len(alerts) != 1 else ''}" if alerts
-                else "✅ no new regression")
-        lines += [f"## tracekit check: {head} in {md_code(h['workload'])}", ""]
-        lines.append(f"History: {len(h['runs'])} run(s) by capture time, newest {_run(h['runs'][-1], runs)}. "
-                     f"Change points: {md_text(cfg['detector'])} (permutation test, p ≤ {cfg['p_value']:g}, "
-                     f"{cfg['permutations']} permutations, ≥ {cfg['min_size']} runs per segment); an alert is a "
-                     f"regression ≥ the metric's minimum change (default {md_text(cfg['min_change'])}) that began within "
-                     f"the newest {cfg['alert_window']} runs and was not found before the newest run (each change alerts once).")
-        lines.append("")
-        if d["changes"]:
-            lines += [("| metric | first run of the change | runs after | before (median) | after (median) "
-                       "| change | p | verdict |"), "|---|---|---|---|---|---|---|---|"]
-            for c in d["changes"]:
-                verdict = _ICON[c["verdict"]] + (" (new: alert)" if c["alert"] else
-                                                  " (known: found before the newest run)" if c["known"] else "")
-                lines.append(
-                    f"| {md_text(c['metric'])} | {_run(c['first_run'], runs, table=True)} | {c['n_runs'] - c['index']} | "
-                    f"{_num(c['before_median'], c['unit'])} | {_num(c['after_median'], c['unit'])} | "
-                    f"{_pct(c['change'])} | {_p(c['p_value'])} | {verdict} |")
-        quiet = [m for m in h["metrics"] if not m["change_points"]]
-        if quiet:
-            lines += ["", "No change point: " + ", ".join(
-                f"{md_text(m['metric'])} ({m['runs']} runs{', ' + md_text(m['note']) if m['note'] else ''})" for m in quiet) + "."]
+    lines += _md_pr(d) if d["tier"] == "pr" else _md_history(d)
     for e in d["explanations"]:
-        lines += ["", f"### What moved: {', '.join(md_text(m) for m in e['metrics'])}", ""]
-        lines.append(f"Baseline {_run(e['baseline_run'], runs)} → candidate {_run(e['candidate_run'], runs)} "
-                     f"({md_text(e['chosen'])}).")
-        if e["compare_url"]:
-            link = md_url(e["compare_url"])
-            lines.append(f"[Open the comparison in the dashboard]({link})" if link else
-                         f"Comparison in the dashboard: {md_code(e['compare_url'])}")
-        if e["slower_kernels"]:
-            lines += ["", "Kernels that got slower (summed device time):", "",
-                      "| kernel | category | baseline ms | candidate ms | Δ ms | launches |", "|---|---|---|---|---|---|"]
-            shorts = short_kernel_names([k["name"] for k in e["slower_kernels"]], 90)
-            for k, short in zip(e["slower_kernels"], shorts):
-                lines.append(f"| {md_code(short, table=True)} | {md_text(k['category'])} | {k['a_ms']:.3f} | {k['b_ms']:.3f} | "
-                             f"{k['delta_ms']:+.3f} | {k['a_kernels']} → {k['b_kernels']} |")
-        else:
-            lines += ["", "No kernel shared by both runs got slower."]
-        if e["new_kernels"]:
-            lines += ["", "New kernels: " + ", ".join(
-                f"{md_code(short_kernel_name(k['name'], 60))} ({k['b_kernels']}×, {k['b_ms']:.3f} ms)" for k in e["new_kernels"])]
-        if e["gone_kernels"]:
-            lines += ["", "Kernels no longer launched: " + ", ".join(
-                f"{md_code(short_kernel_name(k['name'], 60))} ({k['a_kernels']}×, {k['a_ms']:.3f} ms)" for k in e["gone_kernels"])]
-        if e["launch_count_changes"]:
-            lines += ["", "Launch count changes: " + ", ".join(
-                f"{md_code(short_kernel_name(k['name'], 60))} {k['a_kernels']} → {k['b_kernels']}" for k in e["launch_count_changes"])]
-        moved = [c for c in e["categories"] if c["delta_ms"]]
-        if moved:
-            lines += ["", "By kernel category: " + ", ".join(
-                f"{md_text(c['category'])} {c['a_ms']:.3f} → {c['b_ms']:.3f} ms ({c['delta_ms']:+.3f})" for c in moved)]
-        if e["new_findings"]:
-            lines += ["", "New findings:"] + [f"- **{md_text(f['severity'])}** ({md_text(f['analyzer'])}) {md_text(f['title'])}"
-                                              for f in e["new_findings"]]
+        lines += _md_explanation(e, d["runs"])
     others = [n for n in d["notes"] if not n.startswith("warning:") or d["tier"] != "pr"]
     if others:
         lines += ["", *(f"_{md_text(n)}_" for n in others)]

@@ -9,7 +9,7 @@ import types
 import zlib
 from collections.abc import Generator, Iterator
 from pathlib import Path
-from typing import Any, Generic, TypeVar, cast
+from typing import Any, BinaryIO, Generic, TypeVar, cast
 
 from tracekit.errors import TraceInputError
 from tracekit.limits import check_inflation, max_inflate_ratio
@@ -74,54 +74,61 @@ def iter_decompressed(
     with f:
         first = f.read(_RAW_BLOCK)
         counter.n += len(first)
-        if not first.startswith(GZIP_MAGIC):
-            if first:
-                yield first
-            while block := f.read(_RAW_BLOCK):
-                counter.n += len(block)
-                yield block
+        if first.startswith(GZIP_MAGIC):
+            yield from _inflated(path, f, first, strict, counter)
             return
-        d = _inflate.decompressobj(wbits=31)
-        in_member = True  # a gzip member has been started and not yet finished
-        pending = first
-        compressed = len(first)  # bytes read from disk so far: a bomb is refused early
-        ratio = max_inflate_ratio()
-        inflated = 0
-        while True:
-            try:
-                while pending:
-                    out = d.decompress(pending, _MAX_OUT)
-                    pending = d.unconsumed_tail
-                    if out:
-                        inflated += len(out)
-                        check_inflation(path, compressed, inflated, ratio)
-                        yield out
-                    if d.eof:
-                        rest = d.unused_data + pending
-                        d = _inflate.decompressobj(wbits=31)
-                        in_member = False
-                        pending = rest if rest.strip(b"\x00") else b""
-                        if pending:
-                            if not pending.startswith(GZIP_MAGIC):
-                                if strict:
-                                    raise TraceInputError(path, "trailing garbage after gzip data")
-                                return
-                            in_member = True
-            except _INFLATE_ERRORS as exc:
-                raise TraceInputError(path, f"corrupt gzip data ({exc})") from None
-            pending = f.read(_RAW_BLOCK)
-            counter.n += len(pending)
-            compressed += len(pending)
-            if not pending:
-                break
-            in_member = True
-        if in_member:
-            tail = d.flush()
-            if tail:
-                check_inflation(path, compressed, inflated + len(tail), ratio)
-                yield tail
-            if strict and not d.eof:
-                raise TraceInputError(path, "truncated gzip (the stream ends before its end marker)")
+        if first:
+            yield first
+        while block := f.read(_RAW_BLOCK):
+            counter.n += len(block)
+            yield block
+
+
+def _inflated(path: Path, f: BinaryIO, first: bytes, strict: bool, counter: ReadCounter) -> Iterator[bytes]:
+    """The gzip members of open file ``f`` (``first``: its first block, already read), inflated,
+    with the inflation cap and the truncation and trailing-garbage checks of
+    :func:`iter_decompressed`."""
+    d = _inflate.decompressobj(wbits=31)
+    in_member = True  # a gzip member has been started and not yet finished
+    pending = first
+    compressed = len(first)  # bytes read from disk so far: a bomb is refused early
+    ratio = max_inflate_ratio()
+    inflated = 0
+    while True:
+        try:
+            while pending:
+                out = d.decompress(pending, _MAX_OUT)
+                pending = d.unconsumed_tail
+                if out:
+                    inflated += len(out)
+                    check_inflation(path, compressed, inflated, ratio)
+                    yield out
+                if d.eof:
+                    rest = d.unused_data + pending
+                    d = _inflate.decompressobj(wbits=31)
+                    in_member = False
+                    pending = rest if rest.strip(b"\x00") else b""
+                    if pending:
+                        if not pending.startswith(GZIP_MAGIC):
+                            if strict:
+                                raise TraceInputError(path, "trailing garbage after gzip data")
+                            return
+                        in_member = True
+        except _INFLATE_ERRORS as exc:
+            raise TraceInputError(path, f"corrupt gzip data ({exc})") from None
+        pending = f.read(_RAW_BLOCK)
+        counter.n += len(pending)
+        compressed += len(pending)
+        if not pending:
+            break
+        in_member = True
+    if in_member:
+        tail = d.flush()
+        if tail:
+            check_inflation(path, compressed, inflated + len(tail), ratio)
+            yield tail
+        if strict and not d.eof:
+            raise TraceInputError(path, "truncated gzip (the stream ends before its end marker)")
 
 
 _DONE = object()

@@ -517,6 +517,51 @@ _NATIVE_QUEUE = 8  # batches the read-ahead thread may hold ahead of DuckDB (it 
 # the CLI imports and the store is created; fewer stalled it: 0.71 s with 2, 0.62 s with 8, same peak RSS)
 
 
+class _NativeScan:
+    """The C scanner over one opened file's decompressed bytes (``buf``, starting at decompressed
+    byte ``offset``): scans what has arrived, refuses an unfinished event longer than
+    ``TRACEKIT_MAX_EVENT_BYTES``, and hands out the kept events as batches."""
+
+    def __init__(self, kf: KinetoFile) -> None:
+        assert _native is not None
+        self.kf = kf
+        self.scanner = _native.Scanner(_ARG_KEYS_BYTES, _DEVICE_CATS_BYTES, kf.keep_python)
+        self.buf = kf._buf
+        self.offset = kf.json_bytes  # decompressed bytes before buf[0]
+        self.limit = max_event_bytes()
+        self.n_kept = 0
+
+    def scan(self, final: bool) -> None:
+        assert _native is not None
+        try:
+            n = self.scanner.scan(self.buf, final)
+        except _native.ScanError as exc:
+            reason, at = exc.args
+            if reason == "truncated":
+                raise TraceInputError(self.kf.path, "truncated or malformed JSON (the events end early)") from None
+            raise TraceInputError(
+                self.kf.path, f"malformed JSON in traceEvents near byte {self.offset + at:,}: {reason}"
+            ) from None
+        del self.buf[:n]
+        self.offset += n
+        if not self.scanner.done and len(self.buf) > self.limit:
+            raise event_too_long(self.kf.path, f"at byte {self.offset:,}", self.limit)
+
+    def batches(self) -> Iterator[tuple[str, Any]]:
+        for table in (0, 1):
+            batch = self.scanner.take(table, _NATIVE_COLUMNS[table])
+            if batch is not None:
+                self.n_kept += len(batch)
+                yield "batch", (table, batch)
+
+    def check_trailer_size(self) -> None:
+        """After the events: the keys that follow them may not grow past the limit."""
+        if len(self.buf) > self.limit:
+            raise InputLimitError(
+                self.kf.path, f"the keys after the traceEvents array are longer than {self.limit:,} "
+                "bytes; set TRACEKIT_MAX_EVENT_BYTES to accept them")
+
+
 def _native_items(kf: KinetoFile) -> Iterator[tuple[str, Any]]:
     """Scan an opened file with the C scanner; yield ("batch", (table, Batch)) as the kept
     events reach ``_NATIVE_BATCH_BYTES``, ("progress", (events, input bytes)) now and then, and
@@ -526,71 +571,39 @@ def _native_items(kf: KinetoFile) -> Iterator[tuple[str, Any]]:
     The scanner validates and filters the decompressed stream with the GIL released, while the
     next block is inflated in a background thread."""
     assert _native is not None and kf._blocks is not None
-    scanner = _native.Scanner(_ARG_KEYS_BYTES, _DEVICE_CATS_BYTES, kf.keep_python)
-    buf = kf._buf
-    offset = kf.json_bytes  # decompressed bytes before buf[0]
+    sc = _NativeScan(kf)
+    scanner, buf = sc.scanner, sc.buf
     reported_events = reported_bytes = 0
-    limit = max_event_bytes()
     # An unfinished event is scanned again from its start when more bytes come: after a scan
     # that leaves more than _RESCAN_FROM bytes, the next one waits for twice as many, so a long
     # event costs linear time; one longer than the limit is refused.
     next_scan = 0
-
-    def scan(final: bool) -> None:
-        nonlocal offset
-        try:
-            n = scanner.scan(buf, final)
-        except _native.ScanError as exc:
-            reason, at = exc.args
-            if reason == "truncated":
-                raise TraceInputError(kf.path, "truncated or malformed JSON (the events end early)") from None
-            raise TraceInputError(
-                kf.path, f"malformed JSON in traceEvents near byte {offset + at:,}: {reason}"
-            ) from None
-        del buf[:n]
-        offset += n
-        if not scanner.done and len(buf) > limit:
-            raise event_too_long(kf.path, f"at byte {offset:,}", limit)
-
-    n_kept = 0
-
-    def batches() -> Iterator[tuple[str, Any]]:
-        nonlocal n_kept
-        for table in (0, 1):
-            batch = scanner.take(table, _NATIVE_COLUMNS[table])
-            if batch is not None:
-                n_kept += len(batch)
-                yield "batch", (table, batch)
-
     blocks = prefetch(kf._blocks, depth=1)  # inflating stays a block ahead of the scanner
     try:
         if buf:
-            scan(False)
+            sc.scan(False)
         for block in blocks:
             buf += block
             if scanner.done:
-                if len(buf) > limit:
-                    raise InputLimitError(
-                        kf.path, f"the keys after the traceEvents array are longer than {limit:,} "
-                        "bytes; set TRACEKIT_MAX_EVENT_BYTES to accept them")
+                sc.check_trailer_size()
                 continue
-            if len(buf) < next_scan and len(buf) <= limit:
+            if len(buf) < next_scan and len(buf) <= sc.limit:
                 continue
-            scan(False)
+            sc.scan(False)
             next_scan = 2 * len(buf) if len(buf) > _RESCAN_FROM else 0
             _, _, dev_bytes, host_bytes = scanner.pending()
             if dev_bytes + host_bytes >= _NATIVE_BATCH_BYTES:
-                yield from batches()
+                yield from sc.batches()
             if scanner.n_events - reported_events >= 50_000:
                 yield "progress", (scanner.n_events - reported_events, kf._read.n - reported_bytes)
                 reported_events, reported_bytes = scanner.n_events, kf._read.n
         if not scanner.done:
-            scan(True)
+            sc.scan(True)
     finally:
         blocks.close()
-    yield from batches()
+    yield from sc.batches()
     yield "progress", (scanner.n_events - reported_events, kf._read.n - reported_bytes)
-    kf.json_bytes = offset + len(buf)
+    kf.json_bytes = sc.offset + len(buf)
     rest = bytes(buf)
     buf.clear()
     if kf.array_format:
@@ -600,7 +613,7 @@ def _native_items(kf: KinetoFile) -> Iterator[tuple[str, Any]]:
             )
     else:
         kf.trailer = parse_trailer(kf.path, rest)
-    yield "counts", (scanner.n_events, scanner.n_python, scanner.n_flow, n_kept)
+    yield "counts", (scanner.n_events, scanner.n_python, scanner.n_flow, sc.n_kept)
 
 
 def _file_key(path: Path, keep_python: bool) -> tuple[str, int, int, bool] | None:
@@ -746,10 +759,6 @@ def _scratch_dir() -> str | None:
     if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK):
         return "/dev/shm"
     return None
-
-
-def _sql_str(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
 
 
 def _int(v: Any, bits: int = 64) -> int | None:

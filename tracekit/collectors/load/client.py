@@ -31,7 +31,7 @@ import ssl
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
@@ -175,6 +175,64 @@ class _Cancelled(Exception):
     """The request was cut off by the stop event."""
 
 
+@dataclass
+class _Stream:
+    """What one streamed answer gave: time to the first text chunk and between chunks (ns, from
+    the request's start), the usage object, the number of text chunks, or why it failed."""
+
+    ttft: int | None = None
+    itl: list[int] = field(default_factory=list)
+    usage: dict[str, Any] | None = None
+    chunks: int = 0
+    error: str | None = None
+
+    def read(self, resp: http.client.HTTPResponse, t0: int, timeout: float) -> None:
+        """Read SSE ``data:`` lines until ``[DONE]``, a failure or ``timeout`` seconds after ``t0``."""
+        last = t0
+        while line := resp.readline():
+            if time.perf_counter_ns() - t0 > timeout * 1e9:
+                self.error = f"timed out after {timeout:g} s"
+                return
+            if not line.startswith(b"data:"):
+                continue  # blank separators, ": comments", "event:" lines
+            payload = line[5:].strip()
+            if payload == b"[DONE]":
+                return
+            obj = self._event(payload)
+            if self.error is not None:
+                return
+            if obj is None:
+                continue
+            if isinstance(obj.get("usage"), dict):
+                self.usage = obj["usage"]
+            if any(_chunk_text(c) for c in obj.get("choices") or ()):
+                now = time.perf_counter_ns()
+                if self.ttft is None:
+                    self.ttft = now - t0
+                else:
+                    self.itl.append(now - last)
+                last = now
+                self.chunks += 1
+        self.error = f"stream ended before data: [DONE] ({self.chunks} text chunks received)"
+
+    def _event(self, payload: bytes) -> dict[str, Any] | None:
+        """One SSE data object; None for one that is not an object; sets ``error`` for malformed
+        JSON or a server error in the stream."""
+        try:
+            obj = json.loads(payload)
+        except ValueError:
+            self.error = f"malformed SSE data: {payload[:120].decode('utf-8', 'replace')}"
+            return None
+        if not isinstance(obj, dict):
+            return None
+        if obj.get("error"):
+            err = obj["error"]
+            self.error = ("server error in stream: "
+                          + str(err.get("message", err) if isinstance(err, dict) else err)[:300])
+            return None
+        return obj
+
+
 class _Run:
     """State shared by the workers of one :func:`run_load` call."""
 
@@ -236,16 +294,12 @@ class _Run:
         timeout = self.spec.timeout_s
         body = self.body(prompt)
         conn = self.target.connect(timeout)
-        ttft: int | None = None
-        itl: list[int] = []
-        usage: dict[str, Any] | None = None
-        chunks = 0
+        got = _Stream()
         status: int | None = None
-        error: str | None = None
         with self.lock:
             self.in_flight.add(conn)
         start_ns = time.time_ns()
-        t0 = last = time.perf_counter_ns()
+        t0 = time.perf_counter_ns()
         try:
             if self.cancel.is_set():
                 raise _Cancelled
@@ -255,70 +309,34 @@ class _Run:
             status = resp.status
             if status != 200:
                 text = resp.read(2000).decode("utf-8", "replace").strip()
-                error = f"HTTP {status}: {' '.join(text.split())[:300] or resp.reason}"
+                got.error = f"HTTP {status}: {' '.join(text.split())[:300] or resp.reason}"
             else:
-                done = False
-                while not done:
-                    line = resp.readline()
-                    if not line:
-                        break
-                    if time.perf_counter_ns() - t0 > timeout * 1e9:
-                        error = f"timed out after {timeout:g} s"
-                        break
-                    if not line.startswith(b"data:"):
-                        continue  # blank separators, ": comments", "event:" lines
-                    payload = line[5:].strip()
-                    if payload == b"[DONE]":
-                        done = True
-                        break
-                    try:
-                        obj = json.loads(payload)
-                    except ValueError:
-                        error = f"malformed SSE data: {payload[:120].decode('utf-8', 'replace')}"
-                        break
-                    if not isinstance(obj, dict):
-                        continue
-                    if obj.get("error"):
-                        err = obj["error"]
-                        error = "server error in stream: " + str(err.get("message", err) if isinstance(err, dict) else err)[:300]
-                        break
-                    if isinstance(obj.get("usage"), dict):
-                        usage = obj["usage"]
-                    if any(_chunk_text(c) for c in obj.get("choices") or ()):
-                        now = time.perf_counter_ns()
-                        if ttft is None:
-                            ttft = now - t0
-                        else:
-                            itl.append(now - last)
-                        last = now
-                        chunks += 1
-                if not done and error is None:
-                    error = f"stream ended before data: [DONE] ({chunks} text chunks received)"
+                got.read(resp, t0, timeout)
         except (OSError, http.client.HTTPException) as exc:
             if self.cancel.is_set():
                 raise _Cancelled from None
             if isinstance(exc, TimeoutError | socket.timeout):
-                error = f"timed out after {timeout:g} s (no data)"
+                got.error = f"timed out after {timeout:g} s (no data)"
             else:
-                error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+                got.error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
         finally:
             end = time.perf_counter_ns()
             with self.lock:
                 self.in_flight.discard(conn)
             conn.close()
-        if self.cancel.is_set() and error is not None:
+        if self.cancel.is_set() and got.error is not None:
             raise _Cancelled
-        n_out, n_prompt = _usage_counts(usage)
+        n_out, n_prompt = _usage_counts(got.usage)
         return RequestRecord(
             request_id=rid,
             start_ns=start_ns,
-            ttft_ns=ttft,
-            itl_ns=itl,
+            ttft_ns=got.ttft,
+            itl_ns=got.itl,
             e2e_ns=end - t0,
             prompt_tokens=n_prompt if n_prompt is not None else prompt.est_tokens,
-            output_tokens=n_out if n_out is not None else chunks,
+            output_tokens=n_out if n_out is not None else got.chunks,
             status=status,
-            error=error,
+            error=got.error,
             token_count_source="usage" if n_out is not None else "counted",
         )
 
@@ -383,6 +401,79 @@ def check_spec(spec: LoadSpec) -> tuple[list[Prompt] | None, LengthDist | None]:
     return None, parse_length_dist(spec.prompt_tokens)
 
 
+class _Driver:
+    """Starts the requests of one load (a closed loop per concurrency slot, or Poisson arrivals
+    at ``rate_rps``) until the duration ends or ``finish``/``stop`` is set, then waits for the
+    requests in flight; reports progress every :data:`PROGRESS_INTERVAL_S` seconds."""
+
+    def __init__(self, spec: LoadSpec, run: _Run, stop: threading.Event, finish: threading.Event,
+                 on_progress: Callable[[LoadProgress], None] | None) -> None:
+        self.spec, self.run, self.stop, self.finish, self.on_progress = spec, run, stop, finish, on_progress
+        self.slots = threading.BoundedSemaphore(spec.concurrency) if spec.concurrency else None
+        self.threads: list[threading.Thread] = []
+        self.t0 = time.monotonic()
+        self.deadline = self.t0 + spec.duration_s
+        self.next_report = self.t0
+
+    def _closed_loop(self) -> None:
+        while not self.stop.is_set() and not self.finish.is_set() and time.monotonic() < self.deadline:
+            self.run.request()
+
+    def _arrival(self) -> None:
+        if self.slots is not None:
+            while not self.slots.acquire(timeout=0.05):
+                if self.stop.is_set():
+                    return
+        try:
+            if not self.stop.is_set() and not self.finish.is_set():
+                self.run.request()
+        finally:
+            if self.slots is not None:
+                self.slots.release()
+
+    def _spawn(self, fn: Callable[[], None]) -> None:
+        th = threading.Thread(target=fn, name=f"tracekit-load-{len(self.threads)}", daemon=True)
+        self.threads.append(th)
+        th.start()
+
+    def _report(self, now: float) -> None:
+        if self.on_progress is not None and now >= self.next_report:
+            self.on_progress(self.run.progress(self.t0, self.run.next_id))
+            self.next_report = now + PROGRESS_INTERVAL_S
+
+    def pace(self) -> None:
+        """Start requests until the duration ends or ``finish``/``stop`` is set."""
+        spec = self.spec
+        arrivals = random.Random(spec.seed + 1)
+        if spec.rate_rps is None:
+            for _ in range(spec.concurrency or 1):
+                self._spawn(self._closed_loop)
+        next_arrival = self.t0 + (arrivals.expovariate(spec.rate_rps) if spec.rate_rps else math.inf)
+        while not self.stop.is_set() and not self.finish.is_set():
+            now = time.monotonic()
+            # every arrival due by now (and inside the duration) leaves, even after a late wake-up
+            while spec.rate_rps and next_arrival <= min(now, self.deadline):
+                self._spawn(self._arrival)
+                next_arrival += arrivals.expovariate(spec.rate_rps)
+            if now >= self.deadline:
+                break
+            self._report(now)
+            # short waits: ``finish`` (like ``stop``) must end the arrivals promptly
+            self.stop.wait(min(0.02, max(0.0, min(next_arrival, self.deadline, self.next_report) - time.monotonic())))
+
+    def drain(self) -> None:
+        """Requests in flight run to their end unless ``stop`` is (or gets) set; a last report."""
+        for th in self.threads:
+            while th.is_alive():
+                if self.stop.is_set():
+                    self.run.cancel.set()
+                    self.run.abort_in_flight()
+                th.join(timeout=0.05)
+                self._report(time.monotonic())
+        if self.on_progress is not None:
+            self.on_progress(self.run.progress(self.t0, self.run.next_id))
+
+
 def run_load(
     spec: LoadSpec,
     stop: threading.Event | None = None,
@@ -410,68 +501,11 @@ def run_load(
     except OSError as exc:
         raise LoadInputError(spec.url, f"server unreachable: {exc.strerror or exc}") from None
     model = spec.model if spec.model is not None else _served_model(target, spec.timeout_s)
-    stop = stop if stop is not None else threading.Event()
-    finish = finish if finish is not None else threading.Event()
-    cancel = threading.Event()
-    run = _Run(spec, target, prompts, dist, model, cancel)
-    slots = threading.BoundedSemaphore(spec.concurrency) if spec.concurrency else None
-    arrivals = random.Random(spec.seed + 1)
-    threads: list[threading.Thread] = []
-    t0 = time.monotonic()
+    run = _Run(spec, target, prompts, dist, model, threading.Event())
+    driver = _Driver(spec, run, stop or threading.Event(), finish or threading.Event(), on_progress)
     started_ns = time.time_ns()
-    deadline = t0 + spec.duration_s
-
-    def closed_loop() -> None:
-        while not stop.is_set() and not finish.is_set() and time.monotonic() < deadline:
-            run.request()
-
-    def arrival() -> None:
-        if slots is not None:
-            while not slots.acquire(timeout=0.05):
-                if stop.is_set():
-                    return
-        try:
-            if not stop.is_set() and not finish.is_set():
-                run.request()
-        finally:
-            if slots is not None:
-                slots.release()
-
-    def spawn(fn: Callable[[], None]) -> None:
-        th = threading.Thread(target=fn, name=f"tracekit-load-{len(threads)}", daemon=True)
-        threads.append(th)
-        th.start()
-
-    if spec.rate_rps is None:
-        for _ in range(spec.concurrency or 1):
-            spawn(closed_loop)
-    next_arrival = t0 + (arrivals.expovariate(spec.rate_rps) if spec.rate_rps else math.inf)
-    next_report = t0
-    while not stop.is_set() and not finish.is_set():
-        now = time.monotonic()
-        # every arrival due by now (and inside the duration) leaves, even after a late wake-up
-        while spec.rate_rps and next_arrival <= min(now, deadline):
-            spawn(arrival)
-            next_arrival += arrivals.expovariate(spec.rate_rps)
-        if now >= deadline:
-            break
-        if on_progress is not None and now >= next_report:
-            on_progress(run.progress(t0, run.next_id))
-            next_report = now + PROGRESS_INTERVAL_S
-        # short waits: ``finish`` (like ``stop``) must end the arrivals promptly
-        stop.wait(min(0.02, max(0.0, min(next_arrival, deadline, next_report) - time.monotonic())))
-    # Drain: requests in flight run to their end unless stop is (or gets) set.
-    for th in threads:
-        while th.is_alive():
-            if stop.is_set():
-                cancel.set()
-                run.abort_in_flight()
-            th.join(timeout=0.05)
-            if on_progress is not None and time.monotonic() >= next_report:
-                on_progress(run.progress(t0, run.next_id))
-                next_report = time.monotonic() + PROGRESS_INTERVAL_S
-    if on_progress is not None:
-        on_progress(run.progress(t0, run.next_id))
+    driver.pace()
+    driver.drain()
     records = sorted(run.records, key=lambda r: r.request_id)
     ended_ns = max((r.start_ns + r.e2e_ns for r in records), default=time.time_ns())
     return LoadResult(spec=spec, started_ns=started_ns, ended_ns=max(ended_ns, started_ns), records=records,
