@@ -118,6 +118,100 @@ def _ms(ns: float) -> str:
     return duration_ns(ns)
 
 
+def _no_timeline_verdict(con: duckdb.DuckDBPyConnection, p: dict[str, Any], cm: tuple[Any, ...] | None,
+                         workload: str, n_rows: int, evidence: dict[str, Any], trim_note: str) -> Finding | None:
+    """The one info finding of a run whose timeline cannot be judged (an incomplete trace, a
+    graph capture, too few device rows), or None. ``evidence`` holds the window and busy ns."""
+    window, busy = int(evidence["window_ns"]), int(evidence["busy_ns"])
+    def frac(x: float) -> float:
+        return x / window
+
+    if cm is not None and cm[0]:
+        return Finding(
+            severity="info",
+            title=f"incomplete trace: no timeline verdict ({cm[1]})",
+            detail=(f"{cm[1]}. Gaps in such a trace are dropped events as much as idle device time, so no "
+                    f"idle, host-wait or launch-bound verdict is drawn (measured busy {frac(busy):.0%} of "
+                    "the window, for what it is worth). Capture the whole window (no event sampling or "
+                    "trimming) to judge the timeline."),
+            evidence={**evidence, "incomplete": cm[1]},
+        )
+
+    if workload == "graph_capture":
+        n_calls = con.execute(
+            "SELECT launch_calls, launches_without_work FROM run_completeness WHERE run_id = $run", p).fetchone()
+        return Finding(
+            severity="info",
+            title=("graph-capture trace: launches inside stream capture record no device work "
+                   + (f"({n_calls[1]} of {n_calls[0]} launch calls ran nothing)" if n_calls else "")),
+            detail=("This trace records a CUDA/HIP graph being captured (StreamBeginCapture … EndCapture): the "
+                    "launches inside the capture are recorded into the graph and run nothing, so the device "
+                    "idles by construction. It says nothing about serving speed: profile the graph replay "
+                    "(the steady state) instead. No launch-bound verdict is drawn from a capture."),
+            evidence=evidence,
+        )
+
+    if n_rows < MIN_TIMELINE_ROWS:
+        return Finding(
+            severity="info",
+            title=f"too little device activity to judge the timeline ({n_rows} device rows in the window)",
+            detail=(f"The window holds {n_rows} device rows over {_ms(window)} (busy {frac(busy):.0%}): too few "
+                    "for an idle, host-wait or launch-bound verdict (a snippet, or a capture that missed the "
+                    f"work). Capture a whole step or more; verdicts start at {MIN_TIMELINE_ROWS} rows." + trim_note),
+            evidence=evidence,
+        )
+    return None
+
+
+def _cause_findings(causes: list[tuple[Any, ...]], window: int, busy: int, evidence: dict[str, Any],
+                    trim_note: str) -> list[Finding]:
+    """One finding per explained idle cause whose kind costs enough of the window (``causes``:
+    idle_by_cause rows (kind, cause, gaps, idle ns, longest gap ns, …) largest first)."""
+    out: list[Finding] = []
+
+    def frac(x: float) -> float:
+        return x / window
+
+    for kind in ("data_loading", "compile", "sync", "startup", "runtime_call", "compiled_region"):
+        rows = [c for c in causes if c[0] == kind]
+        ns = sum(int(c[3]) for c in rows)
+        sev = run_share_severity(frac(ns))
+        if sev is None:
+            continue
+        # the title's numbers are the named cause's own (idle_by_cause rows of that cause);
+        # other causes of the same kind are added as such, and the saving covers the kind
+        by_cause: dict[str, list[int]] = {}
+        for c in rows:
+            acc = by_cause.setdefault(str(c[1]), [0, 0, 0])
+            acc[0] += int(c[3])
+            acc[1] += int(c[2])
+            acc[2] = max(acc[2], int(c[4]))
+        name, (top_ns, top_gaps, top_longest) = max(by_cause.items(), key=lambda kv: kv[1][0])
+        what = f"device idle {frac(top_ns):.0%} of the window waiting on {name}"
+        if kind == "startup":  # one-time: says how to measure, not what to fix; never above info
+            sev = "info"
+            what = (f"one-time start-up inside the window: device idle {frac(top_ns):.0%} while the host "
+                    f"initializes ({name})")
+        others = ns - top_ns
+        more = (f"; {frac(others):.0%} more on {len(by_cause) - 1} other {_KIND_LABEL[kind]} ({_ms(others)})"
+                if len(by_cause) > 1 and others > 0 else "")
+        out.append(Finding(
+            severity=sev,
+            title=(f"{what} ({_ms(top_ns)} in {top_gaps} gap{'s' if top_gaps != 1 else ''}; "
+                   f"longest {_ms(top_longest)}){more}"),
+            detail=(f"The device is busy {frac(busy):.0%} of its window ({_ms(window)}); "
+                    f"{frac(top_ns):.0%} of it is idle while the host is inside {name}"
+                    + (f", {frac(others):.0%} inside other {_KIND_LABEL[kind]} ("
+                       + ", ".join(f"{n} {_ms(v[0])}" for n, v in sorted(by_cause.items(), key=lambda kv: -kv[1][0])
+                                   if n != name) + ")" if more else "")
+                    + ". " + _ADVICE[kind].format(name=name) + trim_note),
+            evidence={**evidence, "cause": name, "cause_kind": kind, "cause_idle_ns": top_ns, "kind_idle_ns": ns},
+            saving_ns=ns,
+            saving_fraction=frac(ns),
+        ))
+    return out
+
+
 class LaunchIdle(Analyzer, name="launch_idle"):
     summary = (
         "device busy/idle over each device's whole window, idle split by cause (DataLoader, compile, sync "
@@ -228,82 +322,13 @@ class LaunchIdle(Analyzer, name="launch_idle"):
                      if trimmed else "")
         graph_frac = int(graph[1]) / n_kernels if n_kernels else 0.0
 
-        if cm is not None and cm[0]:
-            res.findings.append(Finding(
-                severity="info",
-                title=f"incomplete trace: no timeline verdict ({cm[1]})",
-                detail=(f"{cm[1]}. Gaps in such a trace are dropped events as much as idle device time, so no "
-                        f"idle, host-wait or launch-bound verdict is drawn (measured busy {frac(busy):.0%} of "
-                        "the window, for what it is worth). Capture the whole window (no event sampling or "
-                        "trimming) to judge the timeline."),
-                evidence={**evidence, "incomplete": cm[1]},
-            ))
-            return res
-
-        if workload == "graph_capture":
-            n_calls = con.execute(
-                "SELECT launch_calls, launches_without_work FROM run_completeness WHERE run_id = $run", p).fetchone()
-            res.findings.append(Finding(
-                severity="info",
-                title=("graph-capture trace: launches inside stream capture record no device work "
-                       + (f"({n_calls[1]} of {n_calls[0]} launch calls ran nothing)" if n_calls else "")),
-                detail=("This trace records a CUDA/HIP graph being captured (StreamBeginCapture … EndCapture): the "
-                        "launches inside the capture are recorded into the graph and run nothing, so the device "
-                        "idles by construction. It says nothing about serving speed: profile the graph replay "
-                        "(the steady state) instead. No launch-bound verdict is drawn from a capture."),
-                evidence=evidence,
-            ))
-            return res
-
-        if n_rows < MIN_TIMELINE_ROWS:
-            res.findings.append(Finding(
-                severity="info",
-                title=f"too little device activity to judge the timeline ({n_rows} device rows in the window)",
-                detail=(f"The window holds {n_rows} device rows over {_ms(window)} (busy {frac(busy):.0%}): too few "
-                        "for an idle, host-wait or launch-bound verdict (a snippet, or a capture that missed the "
-                        f"work). Capture a whole step or more; verdicts start at {MIN_TIMELINE_ROWS} rows." + trim_note),
-                evidence=evidence,
-            ))
+        no_verdict = _no_timeline_verdict(con, p, cm, workload, n_rows, evidence, trim_note)
+        if no_verdict is not None:
+            res.findings.append(no_verdict)
             return res
 
         # one finding per explained cause (the cause named in the title), largest first
-        for kind in ("data_loading", "compile", "sync", "startup", "runtime_call", "compiled_region"):
-            rows = [c for c in causes if c[0] == kind]
-            ns = sum(int(c[3]) for c in rows)
-            sev = run_share_severity(frac(ns))
-            if sev is None:
-                continue
-            # the title's numbers are the named cause's own (idle_by_cause rows of that cause);
-            # other causes of the same kind are added as such, and the saving covers the kind
-            by_cause: dict[str, list[int]] = {}
-            for c in rows:
-                acc = by_cause.setdefault(str(c[1]), [0, 0, 0])
-                acc[0] += int(c[3])
-                acc[1] += int(c[2])
-                acc[2] = max(acc[2], int(c[4]))
-            name, (top_ns, top_gaps, top_longest) = max(by_cause.items(), key=lambda kv: kv[1][0])
-            what = f"device idle {frac(top_ns):.0%} of the window waiting on {name}"
-            if kind == "startup":  # one-time: says how to measure, not what to fix; never above info
-                sev = "info"
-                what = (f"one-time start-up inside the window: device idle {frac(top_ns):.0%} while the host "
-                        f"initializes ({name})")
-            others = ns - top_ns
-            more = (f"; {frac(others):.0%} more on {len(by_cause) - 1} other {_KIND_LABEL[kind]} ({_ms(others)})"
-                    if len(by_cause) > 1 and others > 0 else "")
-            res.findings.append(Finding(
-                severity=sev,
-                title=(f"{what} ({_ms(top_ns)} in {top_gaps} gap{'s' if top_gaps != 1 else ''}; "
-                       f"longest {_ms(top_longest)}){more}"),
-                detail=(f"The device is busy {frac(busy):.0%} of its window ({_ms(window)}); "
-                        f"{frac(top_ns):.0%} of it is idle while the host is inside {name}"
-                        + (f", {frac(others):.0%} inside other {_KIND_LABEL[kind]} ("
-                           + ", ".join(f"{n} {_ms(v[0])}" for n, v in sorted(by_cause.items(), key=lambda kv: -kv[1][0])
-                                       if n != name) + ")" if more else "")
-                        + ". " + _ADVICE[kind].format(name=name) + trim_note),
-                evidence={**evidence, "cause": name, "cause_kind": kind, "cause_idle_ns": top_ns, "kind_idle_ns": ns},
-                saving_ns=ns,
-                saving_fraction=frac(ns),
-            ))
+        res.findings += _cause_findings(causes, window, busy, evidence, trim_note)
 
         # graphs remove the host's per-launch cost: only short host-wait gaps (launch cadence) and
         # launch gaps count; longer host gaps are host work between launches (reported below)
