@@ -42,7 +42,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from bench_rocpd import DEFAULT_SOURCE, TARGET_DISPATCHES, cached_meta, copies_for, generate
 from harness import (
     Sample,
     TracekitTool,
@@ -56,6 +55,7 @@ from harness import (
     tail,
     write_report,
 )
+from rocpd_input import DEFAULT_SOURCE, TARGET_DISPATCHES, cached_meta, copies_for, generate
 
 TARGET_ALL_ANALYZERS_S = 2.0  # issue 5: all analyzers together on a 1M-kernel run
 

@@ -41,7 +41,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from bench_rocpd import DEFAULT_SOURCE, cached_meta, copies_for, generate
 from harness import (
     REPO_ROOT,
     add_common_args,
@@ -52,6 +51,7 @@ from harness import (
     package_versions,
     write_report,
 )
+from rocpd_input import DEFAULT_SOURCE, cached_meta, copies_for, generate
 
 SAMPLE = REPO_ROOT / "sample_traces" / "amd_synthetic_rocpd"
 TARGET_MS = 300.0  # issue 7: each page of a 1M-kernel run in under 300 ms of server time

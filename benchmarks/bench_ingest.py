@@ -67,8 +67,6 @@ from typing import IO, Any, cast
 
 from harness import (
     MB,
-    REPO_ROOT,
-    Sample,
     Tool,
     TracekitTool,
     add_common_args,
@@ -76,22 +74,14 @@ from harness import (
     fmt,
     markdown_table,
     measure_side_by_side,
-    median,
     new_parser,
     parse_tools,
     python_versions,
     resolve_executable,
-    run_measured,
     select_tools,
     summarize,
-    tail,
     write_report,
 )
-
-#: ``bench_rocpd.py`` imports these names from here (until it imports :mod:`harness` itself).
-__all__ = ["MB", "REPO_ROOT", "Sample", "TracekitTool", "_cache_key", "_median", "run_measured", "tail"]
-_cache_key = cache_key
-_median = median
 
 DEFAULT_FILE = Path(
     "/work/shared/corpus/kineto/tracelens-mi300x-sd35-inference/profile_trace_rank_0.json.gz"
