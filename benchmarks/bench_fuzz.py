@@ -9,21 +9,18 @@ pure-Python paths for Kineto and XPlane) and every ``--cli-every``-th through th
 table per format: inputs, accepted, refused (one-line errors), tracebacks, bad exit codes,
 multi-line errors, changed stores after a refusal, wrong run counts after an acceptance, C/pure
 verdict disagreements (and row-count differences when both accept), crashes (signals), hangs.
-Failures go to ``--out`` (default ``./fuzz-failures``) as reproducers plus ``failures.jsonl``;
-the summary to ``--json`` (default ``<out>/summary.json``).
+Failures go to ``--failures`` (default ``./fuzz-failures``) as reproducers plus ``failures.jsonl``;
+the summary (``harness.report_header`` first) to ``--out`` (default ``<failures>/summary.json``).
 
 Bombs (``--bombs``): small gzip files that inflate to ``--bomb-gib`` GiB (default 2), one per
 format: a Kineto ``.pt.trace.json.gz`` holding one kernel whose name is the whole size, a Kineto
 ``.json.gz`` without ``traceEvents`` (one huge array), a rocprofv3 ``_results.json.gz`` of
 repeated kernel records, an ``.xplane.pb.gz`` of millions of lines, an ``.rpd.gz`` (the sample
-plus zero pages). Each runs as ``tracekit ingest BOMB --store <new store>`` in its own process;
-the parent samples the child's RSS from /proc and kills it past ``--rss-cap-mb`` (default 3000)
-or ``--time-cap-s`` (default 120) — a failure — and reads its peak RSS (``ru_maxrss`` from
-``os.wait4`` of exactly that child) and wall time. ``ru_maxrss`` survives ``exec``, so it is at
-least this (small) parent's RSS when the child was spawned (``subprocess`` may vfork); the report
-states that floor, and a figure at the floor means "no more than that" (the tests measure from the
-child's own ``VmHWM`` instead, ``tests/helpers.peak_rss_of_python``, because pytest is large). A bomb passes when it is refused in one line
-(exit 2) or accepted (exit 0) within the caps.
+plus zero pages). Each runs as ``tracekit ingest BOMB --store <new store>`` in its own process,
+measured by ``harness.run_measured`` (``--repeat`` times, medians reported): wall time and the
+child's own peak RSS (``VmHWM``); the harness kills it past ``--rss-cap-mb`` (default 3000) or
+``--time-cap-s`` (default 120) — a failure. A bomb passes when it is refused in one line (exit 2)
+or accepted (exit 0) within the caps.
 
 Usage::
 
@@ -33,12 +30,11 @@ Usage::
 
 from __future__ import annotations
 
-import argparse
 import gzip
 import json
 import os
 import shutil
-import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -47,11 +43,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))
+from harness import add_common_args, new_parser, report_header, run_measured, tests_module
 
-import fuzz_common as fc
-from fuzz_xplane import varint as _varint
+fc = tests_module("fuzz_common")
+_varint = tests_module("fuzz_xplane").varint
 
 GIB = 1 << 30
 CHUNK = 1 << 20
@@ -137,75 +132,55 @@ BOMBS = {
 }
 
 
-def _rss_kb(pid: int) -> int:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    except (OSError, ValueError):
-        pass
-    return 0
+def run_bomb(path: Path, work: Path, repeat: int, rss_cap_mb: float, time_cap_s: float) -> dict[str, Any]:
+    """``tracekit ingest PATH`` into a new store, ``repeat`` times: exit code, verdict, median wall s
+    and peak RSS MB (``VmHWM``), and whether it passed (see the module docstring)."""
+    runs = []
+    for i in range(repeat):
+        run_dir = work / f"run{i}"
+        run_dir.mkdir()
+        log_path = run_dir / "stderr.log"
+        with open(log_path, "wb") as log:
+            sample = run_measured(fc.cli_command("ingest", str(path), "--store", str(run_dir / "store.duckdb")),
+                                  log, time_cap_s, vmhwm_dir=run_dir, rss_cap_mb=rss_cap_mb, stdout=subprocess.DEVNULL)
+        sample.extra["stderr"] = log_path.read_text(errors="replace")
+        shutil.rmtree(run_dir, ignore_errors=True)
+        runs.append(sample)
+        if sample.extra.get("killed"):
+            break
+    last = runs[-1]
+    lines = last.extra["stderr"].strip().splitlines()
+    killed = last.extra.get("killed", "")
+    if killed:
+        verdict = f"KILLED ({killed})"
+    elif last.returncode == 2:
+        verdict = "refused: " + (lines[0] if lines else "")
+    elif last.returncode == 0:
+        verdict = "accepted"
+    else:
+        verdict = f"exit {last.returncode}: {lines[-1] if lines else ''}"
+    one_line = last.returncode != 2 or (len(lines) == 1 and lines[0].startswith("error:"))
+    ok = (not killed and all(r.returncode == last.returncode for r in runs) and last.returncode in (0, 2)
+          and "Traceback" not in last.extra["stderr"] and one_line)
+    return {"rc": last.returncode, "stderr": last.extra["stderr"], "verdict": verdict, "killed": killed,
+            "peak_rss_mb": round(statistics.median(r.rss_mb for r in runs), 1),
+            "rss_source": last.extra.get("rss_source"), "seconds": round(statistics.median(r.wall_s for r in runs), 2),
+            "runs": len(runs), "ok": ok}
 
 
-def run_capped(cmd: list[str], env: dict[str, str], rss_cap_mb: float, time_cap_s: float) -> dict[str, Any]:
-    """Run ``cmd``; kill it past the caps; return exit code, stderr, peak RSS (MB) and seconds."""
-    t0 = time.monotonic()
-    with tempfile.TemporaryFile() as err:
-        p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, env=env, start_new_session=True)
-        killed = ""
-        while True:
-            pid, status, ru = os.wait4(p.pid, os.WNOHANG)
-            if pid:
-                break
-            if _rss_kb(p.pid) > rss_cap_mb * 1024:
-                killed = f"RSS above {rss_cap_mb:.0f} MB"
-            elif time.monotonic() - t0 > time_cap_s:
-                killed = f"still running after {time_cap_s:.0f} s"
-            if killed:
-                os.killpg(p.pid, signal.SIGKILL)
-                pid, status, ru = os.wait4(p.pid, 0)
-                break
-            time.sleep(0.02)
-        p.returncode = os.waitstatus_to_exitcode(status)
-        err.seek(0)
-        stderr = err.read().decode(errors="replace")
-    return {"rc": p.returncode, "stderr": stderr, "peak_rss_mb": round(ru.ru_maxrss / 1024, 1),
-            "parent_rss_floor_mb": round(_rss_kb(os.getpid()) / 1024, 1),
-            "seconds": round(time.monotonic() - t0, 2), "killed": killed}
-
-
-def run_bombs(work: Path, size: int, rss_cap_mb: float, time_cap_s: float) -> list[dict[str, Any]]:
-    env = dict(os.environ)
-    env.pop("TRACEKIT_STORE", None)
-    rows = []
-    base = run_capped(fc.cli_command("ingest", str(fc.SAMPLES / "amd_synthetic.rpd"), "--store",
-                                     str(work / "baseline.duckdb")), env, rss_cap_mb, time_cap_s)
-    rows.append({"bomb": "(baseline: the 64 KB sample .rpd)", "file_mb": 0.06, "inflated_mb": 0.06,
-                 "verdict": "accepted" if base["rc"] == 0 else f"exit {base['rc']}", **base, "ok": base["rc"] == 0})
+def run_bombs(work: Path, size: int, repeat: int, rss_cap_mb: float, time_cap_s: float) -> list[dict[str, Any]]:
+    base = run_bomb(fc.SAMPLES / "amd_synthetic.rpd", work, repeat, rss_cap_mb, time_cap_s)
+    rows = [{"bomb": "(baseline: the 64 KB sample .rpd)", "file_mb": 0.06, "inflated_mb": 0.06, **base}]
     for name, build in BOMBS.items():
         path = work / name
         t0 = time.monotonic()
         inflated = build(path, size)
         built_s = time.monotonic() - t0
-        store = work / f"{name}.duckdb"
-        r = run_capped(fc.cli_command("ingest", str(path), "--store", str(store)), env, rss_cap_mb, time_cap_s)
-        lines = r["stderr"].strip().splitlines()
-        if r["killed"]:
-            verdict = f"KILLED ({r['killed']})"
-        elif r["rc"] == 2:
-            verdict = "refused: " + (lines[0] if lines else "")
-        elif r["rc"] == 0:
-            verdict = "accepted"
-        else:
-            verdict = f"exit {r['rc']}: {lines[-1] if lines else ''}"
-        one_line = r["rc"] != 2 or (len(lines) == 1 and lines[0].startswith("error:"))
-        ok = not r["killed"] and r["rc"] in (0, 2) and "Traceback" not in r["stderr"] and one_line
+        r = run_bomb(path, work, repeat, rss_cap_mb, time_cap_s)
         rows.append({"bomb": name, "file_mb": round(path.stat().st_size / 1e6, 2),
-                     "inflated_mb": round(inflated / 1e6, 1), "build_s": round(built_s, 1), "verdict": verdict,
-                     **r, "ok": ok})
-        for p in (path, store, store.with_name(store.name + ".wal")):
-            p.unlink(missing_ok=True)
-        print(f"  {name}: {verdict[:150]} | peak RSS {r['peak_rss_mb']} MB | {r['seconds']} s", flush=True)
+                     "inflated_mb": round(inflated / 1e6, 1), "build_s": round(built_s, 1), **r})
+        path.unlink(missing_ok=True)
+        print(f"  {name}: {r['verdict'][:150]} | peak RSS {r['peak_rss_mb']} MB | {r['seconds']} s", flush=True)
     return rows
 
 
@@ -219,12 +194,11 @@ def bombs_table(rows: list[dict[str, Any]]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = new_parser(__doc__)
     ap.add_argument("--inputs", type=int, default=10_000, help="mutated inputs in all (0: no fuzz run)")
     ap.add_argument("--seed", type=int, default=0, help="master seed: the same seed makes the same inputs")
     ap.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1), help="worker processes")
-    ap.add_argument("--out", type=Path, default=Path("fuzz-failures"), help="folder for reproducers")
-    ap.add_argument("--json", type=Path, default=None, help="summary file (default OUT/summary.json)")
+    ap.add_argument("--failures", type=Path, default=Path("fuzz-failures"), help="folder for reproducers")
     ap.add_argument("--cli-every", type=int, default=25, help="every N-th case of a task also through the CLI")
     ap.add_argument("--no-corpus", action="store_true", help="bundled samples only")
     ap.add_argument("--no-pure", action="store_true", help="skip the pure-Python comparison")
@@ -235,9 +209,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--bomb-gib", type=float, default=2.0, help="inflated size of each bomb (GiB)")
     ap.add_argument("--rss-cap-mb", type=float, default=3000.0, help="kill a bomb's ingest above this RSS")
     ap.add_argument("--time-cap-s", type=float, default=120.0, help="kill a bomb's ingest after this long")
+    add_common_args(ap, repeat=1, tracekit=False, workdir=False, timeout=False)
     a = ap.parse_args(argv)
-    a.out.mkdir(parents=True, exist_ok=True)
-    summary_path = a.json or a.out / "summary.json"
+    a.failures.mkdir(parents=True, exist_ok=True)
+    summary_path = a.out or a.failures / "summary.json"
     result: dict[str, Any] = {"inputs": a.inputs, "seed": a.seed, "jobs": a.jobs}
     failed = False
     if a.inputs > 0:
@@ -252,7 +227,7 @@ def main(argv: list[str] | None = None) -> int:
             if done[0] % 500 == 0:
                 print(f"  {done[0]} inputs, {time.monotonic() - t0:.0f} s", flush=True)
 
-        s = fc.run_fuzz(a.inputs, master_seed=a.seed, jobs=a.jobs, out_dir=a.out, seeds=seeds, cli_every=a.cli_every,
+        s = fc.run_fuzz(a.inputs, master_seed=a.seed, jobs=a.jobs, out_dir=a.failures, seeds=seeds, cli_every=a.cli_every,
                         dual=not a.no_pure, case_timeout_s=a.case_timeout, on_case=progress,
                         budget_s=a.max_minutes * 60)
         print(fc.format_table(s))
@@ -269,13 +244,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\nbombs: {a.bomb_gib} GiB each, caps {a.rss_cap_mb:.0f} MB / {a.time_cap_s:.0f} s", flush=True)
         work = Path(tempfile.mkdtemp(prefix="tracekit-bombs-"))
         try:
-            rows = run_bombs(work, int(a.bomb_gib * GIB), a.rss_cap_mb, a.time_cap_s)
+            rows = run_bombs(work, int(a.bomb_gib * GIB), a.repeat, a.rss_cap_mb, a.time_cap_s)
         finally:
             shutil.rmtree(work, ignore_errors=True)
         print(bombs_table(rows))
         result["bombs"] = rows
         failed = failed or not all(r["ok"] for r in rows)
-    summary_path.write_text(json.dumps(result, indent=1, default=str))
+    summary_path.write_text(json.dumps(report_header() | result, indent=1, default=str))
     print(f"summary: {summary_path}")
     return 1 if failed else 0
 

@@ -168,30 +168,68 @@ def vmhwm_command(cmd: Sequence[str], report: Path) -> list[str] | None:
     return [interp, "-c", VMHWM_WRAPPER, str(report), *rest]
 
 
-def run_measured(cmd: Sequence[str], log: IO[bytes], timeout_s: float, *, vmhwm_dir: Path | None = None) -> Sample:
+def rss_kib(pid: int) -> int:
+    """The current RSS (``VmRSS``, KiB) of process ``pid``; 0 when it cannot be read."""
+    try:
+        with open(f"/proc/{pid}/status") as status:
+            for line in status:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return 0
+
+
+def _kill_past_caps(proc: subprocess.Popen[bytes], timeout_s: float, rss_cap_mb: float | None,
+                    stop: threading.Event, killed: list[str]) -> None:
+    """Kill ``proc`` after ``timeout_s`` s or, with ``rss_cap_mb``, once its RSS is above it
+    (sampled every 20 ms); say why in ``killed``. Ends when ``stop`` is set."""
+    t0 = time.monotonic()
+    step = 0.02 if rss_cap_mb is not None else timeout_s
+    while not stop.wait(min(step, max(0.0, timeout_s - (time.monotonic() - t0)))):
+        if time.monotonic() - t0 >= timeout_s:
+            killed.append(f"still running after {timeout_s:.0f} s")
+        elif rss_cap_mb is not None and rss_kib(proc.pid) * 1024 > rss_cap_mb * MB:
+            killed.append(f"RSS above {rss_cap_mb:.0f} MB")
+        if killed:
+            proc.kill()
+            return
+
+
+def run_measured(cmd: Sequence[str], log: IO[bytes], timeout_s: float, *, vmhwm_dir: Path | None = None,
+                 rss_cap_mb: float | None = None, stdout: IO[bytes] | int | None = None) -> Sample:
     """Run ``cmd`` as a child (stdout and stderr to ``log``, killed after ``timeout_s`` s), reap it
     with ``wait4`` and return its wall time, CPU times and peak RSS.
 
     With ``vmhwm_dir`` (a directory for the report file) a Python command's peak RSS is its own
-    ``VmHWM``; otherwise, and for other commands, it is the child's ``ru_maxrss``."""
+    ``VmHWM``; otherwise, and for other commands, it is the child's ``ru_maxrss``. With
+    ``rss_cap_mb`` the child is also killed once its RSS passes that many MB. With ``stdout`` (a
+    file or ``subprocess.DEVNULL``) the child's stdout goes there and only stderr to ``log``. A
+    killed child's sample says why in ``extra["killed"]``."""
     report = vmhwm_dir / "vmhwm_kib" if vmhwm_dir is not None else None
     wrapped = vmhwm_command(cmd, report) if report is not None else None
     if report is not None:
         report.unlink(missing_ok=True)
     t0 = time.perf_counter()
     proc = subprocess.Popen(
-        wrapped or list(cmd), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=CHILD_ENV
+        wrapped or list(cmd), stdin=subprocess.DEVNULL, stdout=log if stdout is None else stdout,
+        stderr=subprocess.STDOUT if stdout is None else log, env=CHILD_ENV,
     )
-    timer = threading.Timer(timeout_s, proc.kill)
-    timer.start()
+    stop = threading.Event()
+    killed: list[str] = []
+    watcher = threading.Thread(target=_kill_past_caps, args=(proc, timeout_s, rss_cap_mb, stop, killed), daemon=True)
+    watcher.start()
     try:
         _, status, ru = os.wait4(proc.pid, 0)
     finally:
-        timer.cancel()
+        stop.set()
+        watcher.join()
     wall = time.perf_counter() - t0
     rc = os.waitstatus_to_exitcode(status)
     proc.returncode = rc  # already reaped; keep Popen from waiting again
     sample = Sample(wall_s=wall, maxrss_kb=int(ru.ru_maxrss), user_s=ru.ru_utime, sys_s=ru.ru_stime, returncode=rc)
+    if killed:
+        sample.extra["killed"] = killed[0]
     if wrapped is not None and report is not None and report.exists():
         sample.extra["ru_maxrss_kb"] = sample.maxrss_kb
         sample.maxrss_kb = int(report.read_text())

@@ -236,3 +236,22 @@ def test_acceptance_rates_small_seeded_simulation() -> None:
     assert sum(1 for k in needed if k and k <= 3) > sum(1 for k in needed if k > 3)  # mostly by the 3rd run
     pr_false = pr_rates(np.random.default_rng(104), cfg, trials=600, runs=5)
     assert pr_false.rate <= 0.01  # exact Mann–Whitney at α = 0.01 and a minimum change
+
+
+@pytest.mark.parametrize(("test", "baseline", "candidate", "method"), [
+    (MannWhitneyU(), [], [1.0, 2.0], "no data"),
+    (MannWhitneyU(), [1.0, 2.0], [], "no data"),
+    (WelchT(), [1.0], [2.0, 3.0], "too few runs (needs ≥ 2 per side)"),
+    (WelchT(), [1.0, 2.0, 3.0], [5.0], "too few runs (needs ≥ 2 per side)"),
+])
+def test_too_few_runs_is_no_evidence(test: object, baseline: list[float], candidate: list[float],
+                                     method: str) -> None:
+    for alternative in ("greater", "less"):
+        res = test.test(baseline, candidate, alternative)  # type: ignore[attr-defined]
+        assert math.isnan(res.statistic) and res.p_value == 1.0 and res.method == method
+
+
+def test_fewest_runs_each_test_takes() -> None:
+    """One run a side is enough for Mann–Whitney (an exact p, however weak); Welch needs two."""
+    assert MannWhitneyU().test([1.0], [2.0], "greater").method == "exact"
+    assert WelchT().test([1.0, 1.5], [2.0, 2.5], "greater").method.startswith("Student t")

@@ -3,12 +3,16 @@ nothing written; and ``tracekit capture``'s backends are found by name in one re
 
 from __future__ import annotations
 
+import re
 import typing
 from pathlib import Path
 
 import pytest
+import typer
+from typer.testing import CliRunner
 
 from tests.helpers import run_cli
+from tracekit.cli.params import option_group
 from tracekit.collectors import capture as capture_api
 from tracekit.collectors.capture_backends import (
     COMMAND_BACKENDS,
@@ -123,3 +127,47 @@ def test_capture_module_keeps_its_names() -> None:
     assert cmd[:4] == ["rocprofv3", "--kernel-trace", "--memory-copy-trace", "--hip-runtime-trace"]
     assert cmd[cmd.index("--pmc") + 1:cmd.index("--")] == capture_api.COUNTER_PRESETS["stalls"][0]
     assert cmd[-2:] == ["--", "app"]
+
+
+class Window(typing.NamedTuple):
+    """An option group for the test below."""
+
+    start: typing.Annotated[float, typer.Option(help="Window start, s.")] = 0.0
+    length: typing.Annotated[float | None, typer.Option("--for", help="Window length, s.")] = None
+
+
+def test_option_group_stands_for_its_options_in_place() -> None:
+    """A NamedTuple's typed options stand on the command line where its parameter is, and the
+    command gets them as one value (what ingest, analyze and capture do with --model ...)."""
+    got: list[tuple[str, Window, bool]] = []
+    app = typer.Typer()
+
+    @app.command()
+    @option_group("window", Window)
+    def show(name: str, window: Window = Window(), verbose: bool = False) -> None:  # noqa: B008
+        """Show a window."""
+        got.append((name, window, verbose))
+
+    @app.command()
+    def other() -> None:
+        """Another command, so that `show` is a subcommand."""
+
+    runner = CliRunner()
+    result = runner.invoke(app, ["show", "x", "--for", "2.5", "--verbose"])
+    assert result.exit_code == 0, result.output
+    assert got == [("x", Window(0.0, 2.5), True)]
+    runner.invoke(app, ["show", "y"])
+    assert got[-1] == ("y", Window(), False)
+    help_text = runner.invoke(app, ["show", "--help"], env={"COLUMNS": "200"}).output
+    assert help_text.index("--start") < help_text.index("--for") < help_text.index("--verbose")
+    assert "Window length, s." in help_text and "Show a window." in help_text
+
+
+@pytest.mark.parametrize(("command", "before"), [("ingest", "--one-run"), ("analyze", "--lengths"),
+                                                ("capture", "--json")])
+def test_model_options_keep_their_place(command: str, before: str) -> None:
+    """--model, --tp, --weights and --kv-cache close the option list of each command that takes them,
+    after the command's own options, as before they were declared once."""
+    out = run_cli(command, "--help", env={"COLUMNS": "200"}).stdout
+    options = re.findall(r"^[│|]\s+(--[a-z-]+)", out, flags=re.MULTILINE)
+    assert options[-6:] == [before, "--model", "--tp", "--weights", "--kv-cache", "--help"]

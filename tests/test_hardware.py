@@ -14,6 +14,7 @@ from typing import Any
 import duckdb
 import pytest
 from conftest import CORPUS, KINETO, SAMPLES, needs_shared
+from helpers import run_cli
 
 import tracekit
 from tracekit.analysis.hardware import (
@@ -25,6 +26,8 @@ from tracekit.analysis.hardware import (
     load_catalog,
     ridge_point,
 )
+from tracekit.errors import PathError
+from tracekit.run_analysis import analyze_runs
 
 XPLANE = CORPUS / "xplane"
 ROCPROF = CORPUS / "rocprof"
@@ -395,14 +398,36 @@ def test_user_file_from_env_and_home(tmp_path: Path, monkeypatch: pytest.MonkeyP
         ("[devices.h100_sxm]\nhbm_gbps = 'fast'\n", "non-negative number"),
         ("[gpus.h100]\nx = 1\n", "unknown top-level"),
         ("[devices.x.match]\nnames = ['(']\n", "bad pattern"),
-        ("[devices.x\n", "cannot read"),
+        ("[devices.x\n", "not valid TOML"),
         ("[devices.x]\npeak_tflops = 5\n", "must be a table"),
         ("[devices.x.match]\nmemory_gib = [1]\n", "low, high"),
+        ("[devices.x.match]\nmemory_gib = ['a', 'b']\n", r"memory_gib\[0\]: expected a non-negative number"),
+        ("[devices.x.match]\nnames = 'acme'\n", r"match\.names: expected a list of strings"),
+        ("[devices.x]\nnot_found = 5\n", r"not_found: expected a list of strings"),
+        ("[devices.x]\npartitionable = 'yes'\n", "expected true or false"),
+        ("[devices.x]\nname = 5\n", r"devices\.x\.name: expected a string"),
+        ("[devices.x]\ncompute_units = -1\n", r"devices\.x\.compute_units: expected a non-negative number"),
     ],
 )
 def test_bad_user_file(tmp_path: Path, text: str, message: str) -> None:
-    with pytest.raises(HardwareConfigError, match=message):
-        load_catalog(_write(tmp_path, text))
+    """Every fault of a user file is one HardwareConfigError, a PathError naming the file."""
+    path = _write(tmp_path, text)
+    with pytest.raises(HardwareConfigError, match=message) as info:
+        load_catalog(path)
+    assert isinstance(info.value, PathError) and info.value.path == str(path)
+    assert str(info.value) == f"{path}: {info.value.reason}" and "\n" not in str(info.value)
+
+
+def test_bad_user_file_through_the_cli_is_one_line(tmp_path: Path) -> None:
+    """``$TRACEKIT_HARDWARE`` naming a file with an unknown field: a command that identifies
+    the device prints one line ``error: <file>: <reason>`` and exits 2."""
+    store = tmp_path / "s.duckdb"
+    rid = tracekit.ingest([SAMPLES / "amd_synthetic_rocpd" / "27182_results.db"], store=store)[0].run_id
+    analyze_runs([rid], store)
+    bad = _write(tmp_path, "[devices.mi300x]\nhbm_gbs = 1\n")
+    res = run_cli("summary", rid, "--store", str(store), env={"TRACEKIT_HARDWARE": str(bad)})
+    assert res.returncode == 2, res.stderr
+    assert res.stderr.strip().splitlines() == [f"error: {bad}: devices.mi300x: unknown fields ['hbm_gbs']"]
 
 
 def test_missing_explicit_user_file(tmp_path: Path) -> None:

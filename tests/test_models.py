@@ -10,8 +10,10 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT
+from helpers import CPU_SAMPLE, run_cli
 
 from tracekit.analysis import models
+from tracekit.errors import PathError
 
 
 def test_qwen3_8b_counts_every_tensor() -> None:
@@ -146,3 +148,69 @@ def test_quantized_weights_keep_embedding_head_and_norms_in_bf16() -> None:
         assert q[cls] == pytest.approx(b[cls] / 2 * models.FORMAT_BYTES["fp8"], rel=1e-12)
     # the step reads the fp8 linear layers and the bf16 head: 6.98 + 1.05 GB
     assert f8.step_constants()["weight_bytes_fixed"] == pytest.approx(q["total"] - q["embedding"], rel=1e-12)
+
+
+def test_model_errors_name_what_the_user_gave(tmp_path: Path) -> None:
+    """Each ModelError is a PathError whose path is what the user gave (the name, the file, the
+    format), so the CLI prints ``error: <that>: <reason>``."""
+    bad = tmp_path / "config.json"
+    bad.write_text(json.dumps({"architectures": ["X"], "hidden_size": 8}))
+    for arg, weights, path in [("qwen9-1t", None, "qwen9-1t"), (str(bad), None, str(bad)),
+                               ("qwen3-8b", "fp3", "fp3")]:
+        with pytest.raises(PathError) as info:
+            models.load(arg, weights=weights)
+        assert isinstance(info.value, models.ModelError)
+        assert info.value.path == path
+        assert str(info.value) == f"{path}: {info.value.reason}"
+
+
+def test_config_json_field_of_the_wrong_type_is_a_model_error(tmp_path: Path) -> None:
+    cfg = {"architectures": ["LlamaForCausalLM"], "hidden_size": 64, "num_attention_heads": 4,
+           "num_hidden_layers": 2, "vocab_size": 100, "intermediate_size": "wide"}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
+    with pytest.raises(models.ModelError, match=r"not a decoder config: bad value: .*'wide'") as info:
+        models.load(str(path))
+    assert info.value.path == str(path)
+
+
+_GOOD_ENTRY = {"name": "X", "architecture": "XForCausalLM", "num_hidden_layers": 2, "hidden_size": 64,
+               "num_attention_heads": 4, "num_key_value_heads": 4, "head_dim": 16, "vocab_size": 100}
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"num_hidden_layers": "36"}, r"models\.x\.num_hidden_layers: expected a int, got '36'"),
+        ({"num_hidden_layer": 36}, r"models\.x: unknown key\(s\) num_hidden_layer \(known: "),
+        ({"qk_norm": 1}, r"models\.x\.qk_norm: expected a bool, got 1"),
+        ({"vocab_size": None}, r"models\.x: missing field\(s\) vocab_size$"),
+    ],
+)
+def test_catalog_entry_of_the_wrong_shape_is_a_path_error(
+    monkeypatch: pytest.MonkeyPatch, change: dict[str, object], message: str
+) -> None:
+    """The catalog TOML is read into the typed ModelSpec: a wrong type, an unknown key or a
+    missing field is one ModelError naming the catalog file and the entry's key."""
+    entry = {k: v for k, v in {**_GOOD_ENTRY, **change}.items() if v is not None}
+    monkeypatch.setattr(models, "_raw_catalog", lambda: {"models": {"x": entry}})
+    with pytest.raises(models.ModelError, match=message) as info:
+        models.catalog.__wrapped__()
+    assert info.value.path == "tracekit/analysis/models.toml"
+    monkeypatch.setattr(models, "_raw_catalog", lambda: {"models": {"x": _GOOD_ENTRY}})
+    assert models.catalog.__wrapped__()["x"].num_hidden_layers == 2  # the good entry loads
+
+
+def test_bad_config_json_through_the_cli_is_one_line(tmp_path: Path) -> None:
+    """``tracekit ingest --model`` with a config.json whose field has the wrong type: one line
+    ``error: <file>: <reason>``, exit 2, no store written."""
+    cfg = tmp_path / "config.json"
+    cfg.write_text(json.dumps({"architectures": ["LlamaForCausalLM"], "hidden_size": 64,
+                               "num_attention_heads": 4, "num_hidden_layers": 2, "vocab_size": 100,
+                               "num_experts": "many"}))
+    store = tmp_path / "s.duckdb"
+    res = run_cli("ingest", str(CPU_SAMPLE), "--store", str(store), "--model", str(cfg))
+    assert res.returncode == 2, res.stderr
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"error: {cfg}: not a decoder config: bad value:"), lines
+    assert not store.exists()

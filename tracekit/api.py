@@ -11,6 +11,9 @@ Writes of a run's metadata, each in one transaction:
     :func:`update_runs`, :func:`delete_runs`, :func:`attach_model`, :func:`store_token_lengths`
     (:mod:`tracekit.run_edits`); :func:`store_requests` (a load's request records,
     :mod:`tracekit.request_rows`).
+A team lake (:mod:`tracekit.lake`, ``docs/team-store.md``):
+    :func:`init_lake`, :func:`compact_lake`; every function here also takes a ``lake:`` URL as
+    its ``store``.
 Export (one run to a file, written atomically):
     :func:`export_perfetto` (Chrome-trace JSON) and :func:`render_report` (HTML/Markdown)
     (:mod:`tracekit.exports`, rendered by :mod:`tracekit.present`).
@@ -23,13 +26,15 @@ from __future__ import annotations
 
 from tracekit.compare import COMPARE_TOP_KERNELS, compare_runs
 from tracekit.exports import export_perfetto, render_report
+from tracekit.lake.maintenance import CompactResult, compact_lake, init_lake
 from tracekit.queries import RUNS_SQL, Rows, list_runs, run_query, top_activity
 from tracekit.request_rows import store_requests
 from tracekit.run_analysis import analyze_runs, ensure_analyzed, run_summary
 from tracekit.run_edits import attach_model, delete_runs, store_token_lengths, update_runs
 
 __all__ = [
-    "COMPARE_TOP_KERNELS", "RUNS_SQL", "Rows", "analyze_runs", "attach_model", "compare_runs", "delete_runs",
-    "ensure_analyzed", "export_perfetto", "list_runs", "render_report", "run_query", "run_summary",
+    "COMPARE_TOP_KERNELS", "RUNS_SQL", "CompactResult", "Rows", "analyze_runs", "attach_model", "compact_lake",
+    "compare_runs", "delete_runs", "ensure_analyzed", "export_perfetto", "init_lake", "list_runs", "render_report",
+    "run_query", "run_summary",
     "store_requests", "store_token_lengths", "top_activity", "update_runs",
 ]

@@ -12,7 +12,7 @@ import duckdb
 from tracekit.errors import TraceInputError
 from tracekit.queries import read_rows
 from tracekit.sql_text import quote
-from tracekit.store import default_store_path, open_store, resolve_run_id
+from tracekit.store import open_store, resolve_run_id, resolve_store
 
 COMPARE_TOP_KERNELS = 5  # kernels per category in compare_runs' top_kernels table
 
@@ -39,7 +39,7 @@ def compare_runs(
     """
     from tracekit.analysis.categories import CATEGORIES, category_case_sql
 
-    path = Path(store) if store is not None else default_store_path()
+    path = resolve_store(store)
     if con is not None:
         a, b = (resolve_run_id(con, x, path) for x in (a, b))
     else:

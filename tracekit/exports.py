@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from tracekit.errors import TraceInputError
-from tracekit.store import default_store_path, open_store
+from tracekit.store import open_store, resolve_store
 
 #: Report file suffix → format.
 SUFFIXES = {".html": "html", ".htm": "html", ".md": "markdown"}
@@ -32,7 +32,7 @@ def render_report(run_id: str, path: str | Path, store: str | Path | None = None
     from tracekit.outputs import check_output, write_output
 
     out = Path(path)
-    store_path = Path(store) if store is not None else default_store_path()
+    store_path = resolve_store(store)
     check_output(out, store=store_path, force=force, make_parents=True)
     kind = SUFFIXES.get(out.suffix.lower())
     if kind is None:
@@ -61,7 +61,7 @@ def export_perfetto(run_id: str, path: str | Path, store: str | Path | None = No
     from tracekit.outputs import check_output, open_output
     from tracekit.present.perfetto import write_chrome_trace
 
-    store_path = Path(store) if store is not None else default_store_path()
+    store_path = resolve_store(store)
     out_path = Path(path)
     check_output(out_path, store=store_path, force=force)  # before any work: a refused path fails fast
     with open_store(store_path, read_only=True) as con:

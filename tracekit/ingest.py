@@ -16,10 +16,11 @@ import itertools
 import json
 import os
 import re
+import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import duckdb
 
@@ -36,9 +37,10 @@ from tracekit.parsers import REGISTRY, IngestContext, Parser, get_parser
 from tracekit.parsers._io import file_sha256
 from tracekit.parsers.base import DeviceInfo, RankInfo
 from tracekit.parsers.store_writer import insert_rows
-from tracekit.store import connect, default_store_path, update_run_meta, utc_now
+from tracekit.store import connect, resolve_store, update_run_meta, utc_now
 
 if TYPE_CHECKING:  # pragma: no cover
+    from tracekit.parsers.kineto import ReadAhead
     from tracekit.request_rows import RequestRecord
 
 #: The request log of a capture directory (``tracekit capture`` writes it; one JSON object per
@@ -524,7 +526,52 @@ def _roll_back(con: duckdb.DuckDBPyConnection) -> None:
     con.close()
 
 
-def ingest(
+def _prepared_inputs(paths: Sequence[str | Path], format_name: str | None, python_events: bool,
+                     read_ahead: ReadAhead | None) -> list[RunInput]:
+    """Each PATH resolved and checked, its parser prepared: store-independent work (imports,
+    decoding) may start now, in the background. A read-ahead no input claims is stopped."""
+    try:
+        items = [resolve_input(p, format_name) for p in paths]
+        for item in items:
+            item.parser = get_parser(item.format)
+            item.parser.prepare(item.files, python_events=python_events, started=read_ahead)
+    finally:
+        if read_ahead is not None and not read_ahead.claimed:
+            read_ahead.cancel()  # for a file this ingest does not read (or not as it is now)
+    return items
+
+
+def _elsewhere(paths: Sequence[str | Path], target: str | Path, read_ahead: ReadAhead | None, jobs: int,
+               **options: Any) -> list[IngestResult]:
+    """Ingest into a lake (:func:`tracekit.ingest_lake.ingest_into_lake`) or, with ``jobs`` > 1,
+    parse the runs in parallel and store them in one transaction (:mod:`tracekit.ingest_jobs`).
+    Each run's own ingest reads its files: a read-ahead started for this command is stopped."""
+    from tracekit.ingest_jobs import MAX_JOBS, copy_staged_runs, default_jobs, stage_runs
+
+    if read_ahead is not None:
+        read_ahead.cancel()
+    if jobs < 0 or jobs > MAX_JOBS:
+        raise ConfigError("--jobs", f"{jobs} is not from 0 (one per core) to {MAX_JOBS}")
+    jobs = jobs or default_jobs()
+    if isinstance(target, str):
+        from tracekit.ingest_lake import ingest_into_lake
+
+        return ingest_into_lake(paths, target, jobs=jobs, **options)
+    items = [resolve_input(p, options.get("format_name")) for p in paths]  # all checked first
+    existed = target.exists()
+    try:
+        with tempfile.TemporaryDirectory(prefix="tracekit-stage-", dir=temp_dir()) as stage_dir:
+            staged = stage_runs(items, Path(stage_dir), jobs, options)
+            done = copy_staged_runs(target, staged, options)
+    except BaseException:
+        if not existed:
+            for leftover in (target, Path(str(target) + ".wal")):
+                leftover.unlink(missing_ok=True)
+        raise
+    return [done[item.run_id] for item in items]
+
+
+def ingest(  # noqa: PLR0913 - the public API: every option is keyword-only with a default
     paths: Sequence[str | Path],
     store: str | Path | None = None,
     *,
@@ -539,8 +586,11 @@ def ingest(
     captured_at: dt.datetime | None = None,
     before_commit: Callable[[duckdb.DuckDBPyConnection, list[IngestResult]], None] | None = None,
     one_run: bool = False,
+    read_ahead: ReadAhead | None = None,
+    jobs: int = 1,
 ) -> list[IngestResult]:
-    """Ingest each PATH as one run into ``store`` (default ``$TRACEKIT_STORE`` or ./tracekit.duckdb).
+    """Ingest each PATH as one run into ``store`` (default ``$TRACEKIT_STORE`` or ./tracekit.duckdb,
+    or a lake URL: :mod:`tracekit.ingest_lake`).
 
     All inputs are checked (existence, format, readability) before the store is touched; the runs
     are then written in one transaction. ``on_start(total_bytes)`` is called once the inputs are
@@ -553,7 +603,10 @@ def ingest(
     written, before COMMIT, for read-only queries of what was stored (the CLI's summary; no
     second connection). A directory whose files are separate captures (ranks recorded on one host
     more than :data:`CAPTURE_GAP_NS` apart, e.g. a decode and a prefill capture side by side) is
-    refused unless ``one_run``; a run whose ranks ran on different devices carries a warning. Raises
+    refused unless ``one_run``; a run whose ranks ran on different devices carries a warning.
+    ``read_ahead`` is a Kineto file already being read in the background
+    (:func:`tracekit.parsers.kineto.read_ahead`, which the CLI starts before DuckDB loads): used if
+    this ingest reads the same content, else stopped once the inputs are resolved. Raises
     :class:`TraceInputError` for bad input and :class:`StoreError` for store problems; in both
     cases the store is unchanged.
     """
@@ -561,15 +614,19 @@ def ingest(
         raise TraceInputError("<none>", "no input path given")
     # settings are checked before any input is read or the store opened
     memory_limit_setting(), temp_dir(), max_event_bytes(), max_inflate_ratio()
-    items = [resolve_input(p, format_name) for p in paths]
-    for item in items:  # store-independent work (imports, decoding) may start now, in the background
-        item.parser = get_parser(item.format)
-        item.parser.prepare(item.files, python_events=python_events)
+    target = resolve_store(store)
+    if isinstance(target, str) or (jobs != 1 and len(paths) > 1):
+        # a lake URL (each run staged in a file, then published) or runs parsed in parallel
+        return _elsewhere(paths, target, read_ahead, jobs, format_name=format_name, label=label,
+                          workload=workload, tags=tags, progress=progress, on_start=on_start,
+                          python_events=python_events, captured_at=captured_at, before_commit=before_commit,
+                          one_run=one_run, on_lock_wait=on_lock_wait)
+    items = _prepared_inputs(paths, format_name, python_events, read_ahead)
     if captured_at is not None and captured_at.tzinfo is not None:
         captured_at = captured_at.astimezone(dt.UTC).replace(tzinfo=None)
     if on_start is not None:
         on_start(sum(i.input_bytes for i in items))
-    store_path = Path(store) if store is not None else default_store_path()
+    store_path = target
     existed = store_path.exists()
     results: list[IngestResult] = []
     con = None

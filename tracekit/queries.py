@@ -13,7 +13,7 @@ import duckdb
 
 from tracekit.errors import QueryError
 from tracekit.sql_text import quote
-from tracekit.store import default_store_path, first_line, open_store
+from tracekit.store import first_line, open_store, resolve_store
 
 #: (column names, rows) of one statement.
 Rows = tuple[list[str], list[tuple[Any, ...]]]
@@ -43,7 +43,7 @@ def list_runs(store: str | Path | None = None) -> Rows:
 _READS = frozenset({"SELECT", "EXPLAIN", "PRAGMA", "CALL"})
 
 
-def _refuse_unless_read(con: duckdb.DuckDBPyConnection, statement: Any, path: Path) -> None:
+def _refuse_unless_read(con: duckdb.DuckDBPyConnection, statement: Any, path: str | Path) -> None:
     kind = statement.type.name
     if kind == "EXPLAIN":  # EXPLAIN ANALYZE runs its statement: check what it explains
         inner = re.sub(r"(?is)^\s*explain\s+(analy[sz]e\s+)?", "", statement.query)
@@ -65,7 +65,7 @@ def run_query(sql: str, store: str | Path | None = None) -> Rows:
     """
     from tracekit.analysis import library
 
-    path = Path(store) if store is not None else default_store_path()
+    path = resolve_store(store)
     with open_store(path, read_only=True) as con:
         library.install(con)
         _register_functions(con)

@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tracekit.store import default_store_path, match_run_id, open_store, resolve_run_id
+from tracekit.store import match_run_id, open_store, resolve_run_id, resolve_store
 
 if TYPE_CHECKING:
     from tracekit.analysis.overview import Overview
@@ -19,7 +19,7 @@ def ensure_analyzed(run_id: str, store: str | Path | None = None) -> tuple[str, 
     """(the full run id of ``run_id`` — a unique prefix is enough —, whether it was analyzed now):
     a run with neither stored findings nor metrics is analyzed first (every registered analyzer,
     results stored), so the report and the summary always carry the analyzers' verdict."""
-    path = Path(store) if store is not None else default_store_path()
+    path = resolve_store(store)
     with open_store(path, read_only=True) as con:
         run_id = resolve_run_id(con, run_id, path)
         stored = con.execute("SELECT (SELECT count(*) FROM findings WHERE run_id = $1) + "
@@ -39,7 +39,7 @@ def run_summary(run_id: str, store: str | Path | None = None, *, top: int = 5, f
     from tracekit.analysis import library
     from tracekit.analysis.overview import run_overview
 
-    path = Path(store) if store is not None else default_store_path()
+    path = resolve_store(store)
     run_id, _ = ensure_analyzed(run_id, path)
     with open_store(path, read_only=True) as con:
         library.install(con)
@@ -53,7 +53,7 @@ def analyze_runs(
     and no ids are given), store the results, and return them as plain dicts."""
     from tracekit.analysis import analyze_run
 
-    path = Path(store) if store is not None else default_store_path()
+    path = resolve_store(store)
     with open_store(path) as con:
         known = {r[0] for r in con.execute("SELECT run_id FROM runs").fetchall()}
         if not run_ids:

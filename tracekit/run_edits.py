@@ -12,8 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from tracekit.errors import TraceInputError
-from tracekit.store import default_store_path, open_store, resolve_run_id, update_run_meta, utc_now
+from tracekit.parsers.store_writer import insert_rows
 from tracekit.store import delete_runs as store_delete_runs
+from tracekit.store import open_store, resolve_run_id, resolve_store, update_run_meta, utc_now
 
 
 def update_runs(
@@ -22,7 +23,7 @@ def update_runs(
 ) -> dict[str, list[str]]:
     """Set the label and workload and merge tags of runs (ids or unique prefixes), in one
     transaction; return each full run id with the fields that changed."""
-    path = Path(store) if store is not None else default_store_path()
+    path = resolve_store(store)
     with open_store(path) as con:
         ids = list(dict.fromkeys(resolve_run_id(con, r, path) for r in run_ids))
         con.execute("BEGIN")
@@ -37,7 +38,7 @@ def update_runs(
 
 def delete_runs(run_ids: list[str], store: str | Path | None = None) -> list[str]:
     """Remove runs (ids or unique prefixes) with all their rows in one transaction; return their ids."""
-    path = Path(store) if store is not None else default_store_path()
+    path = resolve_store(store)
     with open_store(path) as con:
         ids = list(dict.fromkeys(resolve_run_id(con, r, path) for r in run_ids))
         store_delete_runs(con, ids)
@@ -68,7 +69,7 @@ def attach_model(
         raise TraceInputError(Path(model), str(exc).removeprefix(f"{model}: ")) from None
     if tp is not None and tp < 1:
         raise TraceInputError(Path(model), f"--tp must be ≥ 1, got {tp}")
-    path = Path(store) if store is not None else default_store_path()
+    path = resolve_store(store)
     with open_store(path) as con:
         run_id = resolve_run_id(con, run_id, path)
         if tp is None:
@@ -82,9 +83,11 @@ def attach_model(
         row = {"model": spec.key, "origin": spec.origin, "tensor_parallel": tp, "tp_source": tp_source}
         con.execute("BEGIN")
         con.execute("DELETE FROM model_rows WHERE run_id = ?", [run_id])
-        con.execute("INSERT INTO model_rows VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                    [run_id, spec.key, spec.origin, models.to_json(spec), tp, tp_source,
-                     json.dumps(spec.step_constants(tp)), utc_now()])
+        insert_rows(con, "model_rows", [{
+            "run_id": run_id, "model": spec.key, "origin": spec.origin, "spec": models.to_json(spec),
+            "tensor_parallel": tp, "tp_source": tp_source, "constants": json.dumps(spec.step_constants(tp)),
+            "attached_at": utc_now(),
+        }], source=None)
         con.execute("COMMIT")
     return row
 
@@ -101,13 +104,13 @@ def store_token_lengths(run_id: str, lengths_file: str | Path, store: str | Path
         text = src.read_text()
     except OSError as exc:
         raise TraceInputError(src, f"cannot read: {exc.strerror or exc}") from None
-    rows: list[tuple[str, int, int, int, str]] = []
+    lengths: list[tuple[int, int]] = []  # (real, padded) tokens per request, in file order
     for n, line in enumerate(text.splitlines(), 1):
         fields = [f for f in re.split(r"[,\s]+", line.split("#", 1)[0].strip()) if f]
         if not fields:
             continue
         if not fields[0].isdigit():
-            if rows or n > 1:
+            if lengths or n > 1:
                 raise TraceInputError(src, f"line {n}: expected 'real[,padded]' token counts, got {line.strip()!r}")
             continue  # a header
         if len(fields) > 2 or not all(f.isdigit() for f in fields):
@@ -116,14 +119,17 @@ def store_token_lengths(run_id: str, lengths_file: str | Path, store: str | Path
         padded = int(fields[1]) if len(fields) == 2 else real
         if padded < real:
             raise TraceInputError(src, f"line {n}: padded length {padded} is below the real length {real}")
-        rows.append((run_id, len(rows), real, padded, str(src)))
-    if not rows:
+        lengths.append((real, padded))
+    if not lengths:
         raise TraceInputError(src, "no token counts found")
-    path = Path(store) if store is not None else default_store_path()
+    path = resolve_store(store)
     with open_store(path) as con:
         run_id = resolve_run_id(con, run_id, path)
         con.execute("BEGIN")
         con.execute("DELETE FROM token_length_rows WHERE run_id = ?", [run_id])
-        con.executemany("INSERT INTO token_length_rows VALUES (?, ?, ?, ?, ?)", rows)
+        insert_rows(con, "token_length_rows", [
+            {"run_id": run_id, "request": i, "real_tokens": real, "padded_tokens": padded, "source": str(src)}
+            for i, (real, padded) in enumerate(lengths)
+        ], source=src, what="bad token count")
         con.execute("COMMIT")
-    return len(rows)
+    return len(lengths)

@@ -29,6 +29,7 @@ import duckdb
 
 from tracekit import schema
 from tracekit.errors import ConfigError, StoreError, StoreLockedError, TraceInputError
+from tracekit.lake.url import is_lake, parse_lake_url
 from tracekit.limits import memory_limit_setting, temp_dir
 
 #: Version of the schema this code writes. Bump it and add a step to ``MIGRATIONS`` together.
@@ -56,7 +57,7 @@ MIGRATIONS: dict[int, Migration] = {
     3: _sql_step(3),  # 3 → 4: n_invalid_events of rank_meta and run_meta
 }
 
-_RUN_TABLES = (
+RUN_TABLES = (
     "device_activity", "host_events", "device_meta", "rank_meta", "xla_op_costs", "xla_module_meta",
     "counter_values", "pc_sample_rows", "finding_rows", "metric_rows", "token_length_rows", "request_rows", "model_rows", "run_meta",
 )
@@ -68,8 +69,22 @@ def utc_now() -> dt.datetime:
 
 
 def default_store_path() -> Path:
-    """The store used when no ``--store`` is given: ``$TRACEKIT_STORE`` or ``./tracekit.duckdb``."""
+    """The store file used when no ``--store`` is given: ``$TRACEKIT_STORE`` or ``./tracekit.duckdb``
+    (see :func:`resolve_store`, which also returns a lake URL)."""
     return Path(os.environ.get("TRACEKIT_STORE") or DEFAULT_STORE)
+
+
+#: A store as commands name it: a store file, or a lake URL (``lake:…``, kept as a string: a
+#: ``Path`` would fold its ``//``).
+StoreLocation = Path | str
+
+
+def resolve_store(store: str | Path | None = None) -> StoreLocation:
+    """The store a command uses: ``store`` or ``$TRACEKIT_STORE`` or ``./tracekit.duckdb``; a lake
+    URL (:func:`tracekit.lake.url.is_lake`) stays a string, anything else becomes a ``Path``."""
+    if store is None:
+        store = os.environ.get("TRACEKIT_STORE") or DEFAULT_STORE
+    return store if is_lake(store) else Path(store)
 
 
 def _lock_timeout_s() -> float:
@@ -97,6 +112,8 @@ def connect(
     A read-only connection refuses a missing store and runs with external access disabled, so a
     query can neither write files nor attach other databases.
     """
+    if is_lake(path):
+        return _connect_lake(str(path), read_only=read_only)
     path = Path(path)
     if read_only and not path.exists():
         raise StoreError(path, "no such store (ingest a trace first, or pass --store)")
@@ -158,6 +175,25 @@ def connect(
     except BaseException:
         close(con)
         raise
+    return con
+
+
+def _connect_lake(url: str, *, read_only: bool) -> duckdb.DuckDBPyConnection:
+    """A connection to the lake of ``url`` (:mod:`tracekit.lake.catalog`); a reader spills into a
+    private directory removed by :func:`close`, as for a store file."""
+    from tracekit.lake import catalog
+
+    lake = parse_lake_url(url)
+    spill = _private_spill_dir()
+    config: dict[str, str | bool | int | float | list[str]] = {
+        "threads": max(1, os.cpu_count() or 1), "memory_limit": memory_limit_setting(),
+        "temp_directory": str(spill)}
+    try:
+        con = catalog.connect(lake, read_only=read_only, config=config)
+    except BaseException:
+        shutil.rmtree(spill, ignore_errors=True)
+        raise
+    _SPILL_DIRS[con] = weakref.finalize(con, shutil.rmtree, str(spill), True)
     return con
 
 
@@ -412,7 +448,7 @@ def open_store(
     path: str | Path | None = None, *, read_only: bool = False
 ) -> Iterator[duckdb.DuckDBPyConnection]:
     """Context manager around :func:`connect` that prints a notice while waiting for a lock."""
-    p = Path(path) if path is not None else default_store_path()
+    p = resolve_store(path)
 
     def notice() -> None:
         print(lock_wait_notice(p), file=sys.stderr)
@@ -482,7 +518,7 @@ def delete_runs(con: duckdb.DuckDBPyConnection, run_ids: Iterable[str]) -> int:
         return 0
     con.execute("BEGIN")
     try:
-        for table in _RUN_TABLES:
+        for table in RUN_TABLES:
             con.execute(f"DELETE FROM {table} WHERE run_id IN (SELECT unnest(?::VARCHAR[]))", [ids])
         con.execute("COMMIT")
     except BaseException:

@@ -16,7 +16,6 @@ module documents for bad input; anything else, or a crash, is a bug) and ``seeds
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import importlib
 import importlib.util
@@ -31,18 +30,35 @@ import traceback
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
+from harness import new_parser, write_report
 
 INSTRUMENTED = ROOT / "build" / "fuzz-instrumented" / "tracekit" / "parsers"
 
 
 def _atheris_mode() -> bool:
-    if "--fallback" in sys.argv or "--child" in sys.argv or (len(sys.argv) > 1 and sys.argv[1] == "--child"):
+    """True when a target of this folder is the program (not imported by another, e.g. the smoke
+    run of ``tools/fuzz_smoke.py``), atheris is installed, and the loop was not asked for."""
+    if Path(sys.argv[0]).resolve().parent != Path(__file__).resolve().parent:
+        return False
+    if "--fallback" in sys.argv or "--child" in sys.argv:
         return False
     return importlib.util.find_spec("atheris") is not None
+
+
+def exact(data: bytes | bytearray) -> Any:
+    """A copy of ``data`` in a buffer of exactly its size (a NumPy array: one ``malloc`` of
+    ``len(data)`` bytes), for handing inputs to the C modules. A ``bytes`` object carries a NUL
+    after its data, inside the same allocation, so under AddressSanitizer a read one byte past
+    its end goes unseen; past this buffer's end it is reported."""
+    import numpy as np
+
+    return np.frombuffer(bytes(data), dtype=np.uint8).copy()
 
 
 def c_module(name: str) -> ModuleType:
@@ -68,7 +84,9 @@ def c_module(name: str) -> ModuleType:
     return importlib.import_module(f"tracekit.parsers.{name}")
 
 
-def _mutate(data: bytes, rng: random.Random, seeds: list[bytes]) -> bytes:
+def mutate(data: bytes, rng: random.Random, seeds: list[bytes]) -> bytes:
+    """1, 2 or 4 generic byte mutations of ``data`` (``tests/fuzz_common.byte_mutation``), some
+    splicing in another seed; deterministic for a given ``rng`` state."""
     from fuzz_common import byte_mutation
 
     for _ in range(rng.choice((1, 1, 2, 4))):
@@ -80,11 +98,12 @@ def _child(target: str, seed: int, runs: int, seconds: float, current: Path) -> 
     """The loop run in the child: returns 1 on the first Python-level bug (printed), else 0."""
     mod = __import__(target)
     seeds = mod.seeds()
+    mutator = getattr(mod, "mutate", mutate)  # a target's own mutator, where it has one
     rng = random.Random(seed)
     t0 = time.monotonic()
     i = 0
     while (runs <= 0 or i < runs) and (seconds <= 0 or time.monotonic() - t0 < seconds):
-        data = _mutate(rng.choice(seeds), rng, seeds) if rng.random() < 0.97 else rng.choice(seeds)
+        data = mutator(rng.choice(seeds), rng, seeds) if rng.random() < 0.97 else rng.choice(seeds)
         current.write_bytes(data)
         try:
             mod.one_input(data)
@@ -97,8 +116,9 @@ def _child(target: str, seed: int, runs: int, seconds: float, current: Path) -> 
     return 0
 
 
-def fallback(target: str, *, seed: int, runs: int, seconds: float, out: Path) -> int:
-    """Run the mutation loop in child processes; save the input of every crash or bug."""
+def fallback(target: str, *, seed: int, runs: int, seconds: float, out: Path, report: Path | None = None) -> int:
+    """Run the mutation loop in child processes; save the input of every crash or bug; with
+    ``report``, write the counts there as JSON (``harness.write_report``)."""
     failures = 0
     with tempfile.TemporaryDirectory(prefix="tracekit-target-") as tmp:
         current = Path(tmp) / "current"
@@ -125,18 +145,21 @@ def fallback(target: str, *, seed: int, runs: int, seconds: float, out: Path) ->
                   f"input saved to {name}\n{p.stderr[-2000:]}", file=sys.stderr)
             done += 1  # at least the failing one; the child's count is lost with it
     print(f"{target}: {done} inputs or more, {failures} failures")
+    write_report(report, {"target": target, "seed": seed, "inputs": done, "failures": failures,
+                          "seconds": round(time.monotonic() - t0, 2), "failures_dir": str(out)})
     return 1 if failures else 0
 
 
 def main(target: str, one_input: Callable[[bytes], None], seeds: Callable[[], list[bytes]]) -> int:
     if len(sys.argv) > 1 and sys.argv[1] == "--child":
         return _child(*sys.argv[2:3], int(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5]), Path(sys.argv[6]))
-    ap = argparse.ArgumentParser(description=f"coverage-guided target {target}", add_help=True)
+    ap = new_parser(getattr(sys.modules["__main__"], "__doc__", None) or f"coverage-guided target {target}")
     ap.add_argument("--fallback", action="store_true", help="the mutation loop even when atheris is here")
-    ap.add_argument("--seconds", type=float, default=0.0)
-    ap.add_argument("--runs", type=int, default=0)
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--out", type=Path, default=Path("fuzz-failures"))
+    ap.add_argument("--seconds", type=float, default=0.0, help="stop after this long (0: no limit)")
+    ap.add_argument("--runs", type=int, default=0, help="stop after this many inputs (0: no limit)")
+    ap.add_argument("--seed", type=int, default=0, help="the same seed makes the same inputs")
+    ap.add_argument("--out", type=Path, default=Path("fuzz-failures"), help="folder for the failing inputs")
+    ap.add_argument("--report", type=Path, default=None, help="the mutation loop's counts as JSON here")
     args, rest = ap.parse_known_args()
     try:
         import atheris  # type: ignore[import-not-found]
@@ -145,7 +168,8 @@ def main(target: str, one_input: Callable[[bytes], None], seeds: Callable[[], li
     if atheris is None or args.fallback:
         if args.seconds <= 0 and args.runs <= 0:
             args.seconds = 60.0
-        return fallback(target, seed=args.seed, runs=args.runs, seconds=args.seconds, out=args.out)
+        return fallback(target, seed=args.seed, runs=args.runs, seconds=args.seconds, out=args.out,
+                        report=args.report)
     corpus = Path(tempfile.mkdtemp(prefix=f"{target}-seeds-"))
     for i, s in enumerate(seeds()):
         (corpus / f"seed{i}").write_bytes(s)

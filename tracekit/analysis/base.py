@@ -15,6 +15,8 @@ from typing import Any, ClassVar, Literal
 
 import duckdb
 
+from tracekit.errors import PathError
+from tracekit.parsers.store_writer import insert_rows
 from tracekit.store import utc_now
 
 #: ``error``: the analyzer itself failed on this run (a bug to report); its other rows are absent.
@@ -115,6 +117,8 @@ def analyze_run(
         for n in chosen:
             try:
                 results[n] = ANALYZERS[n]().analyze(con, run_id)
+            except PathError:
+                raise  # the user's mistake (a bad hardware or model file): one line, nothing stored
             except Exception as exc:  # noqa: BLE001  (one analyzer's bug must not stop the others or the other runs)
                 first = (str(exc).strip().splitlines() or [""])[0][:300]
                 results[n] = AnalyzerResult(findings=[Finding(
@@ -130,20 +134,17 @@ def analyze_run(
         for n, res in results.items():
             con.execute("DELETE FROM finding_rows WHERE run_id = ? AND analyzer = ?", [run_id, n])
             con.execute("DELETE FROM metric_rows WHERE run_id = ? AND analyzer = ?", [run_id, n])
-            if res.findings:
-                con.executemany(
-                    "INSERT INTO finding_rows VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    [
-                        (run_id, n, f.severity, f.title, f.detail, json.dumps(f.evidence, default=str),
-                         f.saving_ns, f.saving_fraction, now)
-                        for f in res.findings
-                    ],
-                )
-            if res.metrics:
-                con.executemany(
-                    "INSERT INTO metric_rows VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    [(run_id, n, m.name, m.value, m.unit, m.better, now) for m in res.metrics],
-                )
+            insert_rows(con, "finding_rows", [
+                {"run_id": run_id, "analyzer": n, "severity": f.severity, "title": f.title, "detail": f.detail,
+                 "evidence": json.dumps(f.evidence, default=str), "saving_ns": f.saving_ns,
+                 "saving_fraction": f.saving_fraction, "analyzed_at": now}
+                for f in res.findings
+            ], source=None)
+            insert_rows(con, "metric_rows", [
+                {"run_id": run_id, "analyzer": n, "name": m.name, "value": m.value, "unit": m.unit,
+                 "better": m.better, "analyzed_at": now}
+                for m in res.metrics
+            ], source=None)
         con.execute("COMMIT")
     except BaseException:
         con.execute("ROLLBACK")

@@ -23,14 +23,14 @@ from __future__ import annotations
 import math
 import os
 import re
-import tomllib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from tracekit.errors import TracekitError
+from tracekit.config_toml import field_types, read_toml, unknown_keys
+from tracekit.errors import PathError
 
 #: Environment variable naming a user hardware file.
 ENV_VAR = "TRACEKIT_HARDWARE"
@@ -57,8 +57,9 @@ _MATCH_FIELDS = {"names", "reject_names", "arch", "compute_capability", "memory_
 _KNOWN_VENDORS = {"google", "nvidia", "amd"}
 
 
-class HardwareConfigError(TracekitError):
-    """A hardware catalog or user hardware file is unreadable or has a field of the wrong kind."""
+class HardwareConfigError(PathError):
+    """A hardware catalog or user hardware file is missing, unreadable, not TOML, or has an
+    unknown field or a field of the wrong kind (``path`` the file)."""
 
 
 @dataclass(frozen=True)
@@ -135,6 +136,10 @@ class DeviceSpec:
         return self.sources.get(field_path)
 
 
+#: DeviceSpec's fields and their types: a number field of type int is stored whole
+_SPEC_TYPES = field_types(DeviceSpec)
+
+
 # --------------------------------------------------------------------------------------------
 # Loading and merging
 
@@ -159,7 +164,7 @@ def user_config_path(extra: Path | None = None) -> Path | None:
 
 def source_citations() -> dict[str, str]:
     """Source key (``"R-300"``) → citation (URL or repository path) of the packaged catalog."""
-    cat = _read_toml(catalog_path()).get("catalog", {})
+    cat = read_toml(catalog_path(), HardwareConfigError).get("catalog", {})
     return {str(k): str(v) for k, v in cat.get("sources", {}).items()}
 
 
@@ -169,43 +174,51 @@ def load_catalog(extra: Path | None = None) -> dict[str, DeviceSpec]:
     A user device table with a known key overrides just the fields it sets (its values are cited
     as ``user config <path>`` unless it gives its own ``sources``); a new key adds a device.
     """
-    devices: dict[str, Any] = dict(_read_toml(catalog_path()).get("devices", {}))
+    devices: dict[str, Any] = dict(read_toml(catalog_path(), HardwareConfigError).get("devices", {}))
     user = user_config_path(extra)
     if user is not None:
-        devices = _merge_user(devices, _read_toml(user), user)
+        devices = _merge_user(devices, read_toml(user, HardwareConfigError), user)
     return {key: _spec(key, table, origin=user or catalog_path()) for key, table in devices.items()}
 
 
 def _existing(path: Path) -> Path:
     if not path.is_file():
-        raise HardwareConfigError(f"{path}: hardware file not found")
+        raise HardwareConfigError(path, "hardware file not found")
     return path
 
 
-def _read_toml(path: Path) -> dict[str, Any]:
-    try:
-        with path.open("rb") as fh:
-            return tomllib.load(fh)
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise HardwareConfigError(f"{path}: cannot read hardware file: {exc}") from None
-
-
 def _merge_user(devices: dict[str, Any], user: dict[str, Any], path: Path) -> dict[str, Any]:
-    unknown = set(user) - {"devices"}
+    unknown = unknown_keys(user, {"devices"})
     if unknown:
-        raise HardwareConfigError(
-            f"{path}: unknown top-level tables {sorted(unknown)} (expected [devices.<key>])"
-        )
+        raise HardwareConfigError(path, f"unknown top-level tables {unknown} (expected [devices.<key>])")
     merged = dict(devices)
     for key, table in user.get("devices", {}).items():
         if not isinstance(table, dict):
-            raise HardwareConfigError(f"{path}: devices.{key} must be a table")
-        for name in _TABLE_FIELDS:
-            if name in table and not isinstance(table[name], dict):
-                raise HardwareConfigError(f"{path}: devices.{key}.{name} must be a table")
+            raise HardwareConfigError(path, f"devices.{key} must be a table")
+        _check_kinds(table, path, f"devices.{key}")
         base = devices.get(key, {"name": key, "vendor": "other"})
         merged[key] = _merge_device(base, table, f"user config {path}")
     return merged
+
+
+def _check_kinds(table: Mapping[str, Any], path: Path, where: str) -> None:
+    """A user device table's tables, lists, texts and flag are of their kinds (numbers are
+    checked by :func:`_spec`, after the merge)."""
+    for name, value in table.items():
+        if name in _TABLE_FIELDS and not isinstance(value, dict):
+            raise HardwareConfigError(path, f"{where}.{name} must be a table")
+        if name in _LIST_FIELDS:
+            _strings(value, path, f"{where}.{name}")
+        if name in _TEXT_FIELDS and not isinstance(value, str):
+            raise HardwareConfigError(path, f"{where}.{name}: expected a string, got {value!r}")
+        if name == "partitionable" and not isinstance(value, bool):
+            raise HardwareConfigError(path, f"{where}.{name}: expected true or false, got {value!r}")
+
+
+def _strings(value: Any, path: Path, where: str) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise HardwareConfigError(path, f"{where}: expected a list of strings, got {value!r}")
+    return tuple(value)
 
 
 def _merge_device(base: dict[str, Any], over: dict[str, Any], cite: str) -> dict[str, Any]:
@@ -239,73 +252,58 @@ def _flatten(table: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
 
 
 def _spec(key: str, t: Mapping[str, Any], origin: Path) -> DeviceSpec:
-    where = f"{origin}: devices.{key}"
-    bad = set(t) - _DEVICE_FIELDS
+    where = f"devices.{key}"
+    bad = unknown_keys(t, _DEVICE_FIELDS)
     if bad:
-        raise HardwareConfigError(f"{where}: unknown fields {sorted(bad)}")
-
-    def num(name: str) -> float | None:
-        return float(_number(t[name], f"{where}.{name}")) if name in t else None
-
-    def whole(name: str) -> int | None:
-        value = num(name)
-        return None if value is None else int(value)
-
-    def text(name: str) -> str | None:
-        return str(t[name]) if name in t else None
-
-    peaks = {
-        str(d): _number(v, f"{where}.peak_tflops.{d}") for d, v in t.get("peak_tflops", {}).items()
-    }
+        raise HardwareConfigError(origin, f"{where}: unknown fields {bad}")
+    # the number fields (whole where DeviceSpec's field is an int) and the optional text fields
+    values: dict[str, Any] = {name: _SPEC_TYPES[name](_number(t[name], origin, f"{where}.{name}"))
+                              for name in _NUMBER_FIELDS if name in t}
+    values.update({name: str(t[name]) for name in ("hbm_capacity", "matrix_tile") if name in t})
     return DeviceSpec(
         key=key,
-        name=text("name") or key,
-        vendor=(text("vendor") or "other").lower(),
-        peak_tflops=peaks,
-        hbm_gbps=num("hbm_gbps"),
-        interconnect_gbps=num("interconnect_gbps"),
-        hbm_bytes=whole("hbm_bytes"),
-        hbm_capacity=text("hbm_capacity"),
-        compute_units=whole("compute_units"),
-        matrix_units=whole("matrix_units"),
-        cus_per_xcc=whole("cus_per_xcc"),
-        xcc_count=whole("xcc_count"),
-        max_warps_per_cu=whole("max_warps_per_cu"),
-        warp_size=whole("warp_size"),
-        matrix_tile=text("matrix_tile"),
-        clock_mhz=num("clock_mhz"),
-        price_per_hour_usd=num("price_per_hour_usd"),
-        owned_capex_usd=num("owned_capex_usd"),
-        owned_years=num("owned_years"),
-        owned_power_w=num("owned_power_w"),
-        owned_usd_per_kwh=num("owned_usd_per_kwh"),
+        name=_text(t, "name") or key,
+        vendor=(_text(t, "vendor") or "other").lower(),
+        peak_tflops={str(d): _number(v, origin, f"{where}.peak_tflops.{d}")
+                     for d, v in t.get("peak_tflops", {}).items()},
+        **values,
         partitionable=bool(t.get("partitionable", False)),
         sources=_flatten(t.get("sources", {})),
         not_found=tuple(str(x) for x in t.get("not_found", ())),
         not_applicable=tuple(str(x) for x in t.get("not_applicable", ())),
-        notes=text("notes") or "",
-        match=_rule(t.get("match", {}), where),
+        notes=_text(t, "notes") or "",
+        match=_rule(t.get("match", {}), origin, where),
     )
 
 
-def _number(value: Any, where: str) -> float:
+def _text(t: Mapping[str, Any], name: str) -> str | None:
+    return str(t[name]) if name in t else None
+
+
+def _number(value: Any, origin: Path, where: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-        raise HardwareConfigError(f"{where}: expected a non-negative number, got {value!r}")
+        raise HardwareConfigError(origin, f"{where}: expected a non-negative number, got {value!r}")
     return float(value)
 
 
-def _rule(m: Mapping[str, Any], where: str) -> MatchRule:
-    bad = set(m) - _MATCH_FIELDS
+def _rule(m: Mapping[str, Any], origin: Path, where: str) -> MatchRule:
+    bad = unknown_keys(m, _MATCH_FIELDS)
     if bad:
-        raise HardwareConfigError(f"{where}.match: unknown fields {sorted(bad)}")
+        raise HardwareConfigError(origin, f"{where}.match: unknown fields {bad}")
+    for name in ("names", "reject_names", "arch"):
+        _strings(m.get(name, []), origin, f"{where}.match.{name}")
     for pattern in [*m.get("names", ()), *m.get("reject_names", ())]:
         try:
             re.compile(pattern)
         except re.error as exc:
-            raise HardwareConfigError(f"{where}.match: bad pattern {pattern!r}: {exc}") from None
+            raise HardwareConfigError(origin, f"{where}.match: bad pattern {pattern!r}: {exc}") from None
     mem = m.get("memory_gib")
     if mem is not None and (not isinstance(mem, list) or len(mem) != 2):
-        raise HardwareConfigError(f"{where}.match.memory_gib: expected [low, high] in GiB")
+        raise HardwareConfigError(origin, f"{where}.match.memory_gib: expected [low, high] in GiB")
+    for i, bound in enumerate(mem or []):
+        _number(bound, origin, f"{where}.match.memory_gib[{i}]")
+    if "clock_mhz" in m:
+        _number(m["clock_mhz"], origin, f"{where}.match.clock_mhz")
     return MatchRule(
         names=tuple(m.get("names", ())),
         reject_names=tuple(m.get("reject_names", ())),

@@ -59,7 +59,7 @@ import json
 import math
 import re
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import duckdb
@@ -435,8 +435,11 @@ class MemoryBoundDecode(Analyzer, name="memory_bound_decode"):
         if mc is not None:
             evidence_base["model"] = self._model_evidence(mc)
         if run_info.has_decode:
-            self._decode(res, costed, decode_rows, srows, phase_time, phase_graph_time, phase_kernels, gemm_names,
-                         spec, ridge, device_text, evidence_base, per_op, run_info, has_kernels, mc)
+            self._decode(res, DecodeInput(
+                costed=costed, per_op=per_op, decode_rows=decode_rows, srows=srows,
+                phases=PhaseKernels(phase_time, phase_graph_time, phase_kernels, gemm_names), spec=spec,
+                ridge=ridge, device_text=device_text, evidence_base=evidence_base, run_info=run_info,
+                has_kernels=has_kernels, mc=mc))
         elif costed:
             res.findings.append(self._run_finding(run, per_op, run_info, device_text, evidence_base, len(costed)))
         if mc is not None:
@@ -530,197 +533,113 @@ class MemoryBoundDecode(Analyzer, name="memory_bound_decode"):
                     + ("FLOP" if bound else "HBM") + " roof")
         return " Most time lost against the roof (costed ops): " + "; ".join(one(r) for r in lost) + "."
 
-    def _decode(
-        self, res: AnalyzerResult, costed: list[Costed], decode_rows: list[tuple[Any, ...]],
-        srows: list[tuple[Any, ...]], phase_time: dict[str, int], phase_graph_time: dict[str, int],
-        phase_kernels: dict[str, int], gemm_names: dict[str, set[str]], spec: DeviceSpec | None,
-        ridge: float | None, device_text: str, evidence_base: dict[str, Any], per_op: list[dict[str, Any]],
-        run_info: Run, has_kernels: bool, mc: ModelCosting | None = None,
-    ) -> None:
-        run = evidence_base["run"]
-        n_steps = len(decode_rows)
-        if not n_steps:
-            # decode tokens without a pure decode step: inside mixed (chunked-prefill) steps, or
-            # found by structure with no marker separating decode from prefill
-            n_mixed = sum(1 for r in srows if r[2] == "mixed")
-            why = (f"decode runs only inside {n_mixed} mixed prefill+decode step(s)" if n_mixed else
-                   "no step marker separates decode from prefill")
+    def _decode(self, res: AnalyzerResult, d: DecodeInput) -> None:
+        """The decode finding and metrics: step time, roofline, MBU/MFU and batching headroom."""
+        if not d.decode_rows:
             res.metrics += [Metric("decode_step_time_ms", None, "ms", "lower")]
-            title = f"decode present ({why}): no decode step time or decode roofline"
-            detail = (f"Decode evidence: {run_info.decode_evidence}. {why[0].upper() + why[1:]}, so decode kernels "
-                      "cannot be told from prefill kernels: no decode step time, MBU, MFU or batching headroom is "
-                      "computed.")
-            if costed:
-                detail += " " + self._run_finding(run, per_op, run_info, device_text, evidence_base, len(costed)).title
-                detail += "."
-            res.findings.append(Finding("info", title, detail, {**evidence_base, "ops": per_op[:20]}))
+            res.findings.append(self._decode_without_steps(d))
             return
+        f = self._decode_facts(d)
+        res.metrics += _decode_metrics(f)
+        missing = _decode_missing(d, f)
+        ev = _decode_evidence(d, f, missing)
+        parts = self._decode_parts(d, f, missing)
+        sev, gain_frac = _decode_severity(d, f)
+        ev["decode_throughput_gain_8x"] = f.gain8
+        ev["per_token_saving_fraction_8x"] = gain_frac
+        res.findings.append(Finding(severity=sev, title=_decode_title(d, f), detail=" ".join(parts), evidence=ev,
+                                    saving_ns=f.saving, saving_fraction=f.saving_frac))
+
+    def _decode_without_steps(self, d: DecodeInput) -> Finding:
+        """Decode tokens without a pure decode step: inside mixed (chunked-prefill) steps, or
+        found by structure with no marker separating decode from prefill."""
+        n_mixed = sum(1 for r in d.srows if r[2] == "mixed")
+        why = (f"decode runs only inside {n_mixed} mixed prefill+decode step(s)" if n_mixed else
+               "no step marker separates decode from prefill")
+        title = f"decode present ({why}): no decode step time or decode roofline"
+        detail = (f"Decode evidence: {d.run_info.decode_evidence}. {why[0].upper() + why[1:]}, so decode kernels "
+                  "cannot be told from prefill kernels: no decode step time, MBU, MFU or batching headroom is "
+                  "computed.")
+        if d.costed:
+            detail += " " + self._run_finding(d.evidence_base["run"], d.per_op, d.run_info, d.device_text,
+                                              d.evidence_base, len(d.costed)).title
+            detail += "."
+        return Finding("info", title, detail, {**d.evidence_base, "ops": d.per_op[:20]})
+
+    def _decode_facts(self, d: DecodeInput) -> DecodeFacts:
+        """The decode figures: step time, cost coverage, tokens per step, weight width, the
+        arithmetic-intensity bound and headroom, MBU/MFU (the model's when attached) and saving."""
         # decode step time: the steps view's GPU span of the step's own work, host blocks removed;
         # a run without device work: the step's host span (the ops ran on the CPU inside it)
-        st = [int(r[5]) if r[5] is not None else (int(r[4]) - int(r[3]) if not has_kernels else None)
-              for r in decode_rows]
+        st = [int(r[5]) if r[5] is not None else (int(r[4]) - int(r[3]) if not d.has_kernels else None)
+              for r in d.decode_rows]
         st_ok = [t for t in st if t is not None]
-        step_ms = statistics.median(st_ok) / 1e6 if st_ok else None
-        dec = [c for c in costed if c.phase == "decode"]
-        tot = self._totals(dec, spec, ridge)
-        dtime = phase_time.get("decode", 0)
+        dec = [c for c in d.costed if c.phase == "decode"]
+        tot = self._totals(dec, d.spec, d.ridge)
+        dtime = d.phases.time.get("decode", 0)
         coverage = min(1.0, tot["time_ns"] / dtime) if dtime else None
         enough = coverage is not None and coverage >= MIN_COST_COVERAGE
-        graph_ns = phase_graph_time.get("decode", 0)
-        tokens = sorted(int(r[7] or r[6]) for r in decode_rows if (r[7] or r[6]))
-        ctx = sorted(int(r[8]) for r in decode_rows if r[8])
+        tokens = sorted(int(r[7] or r[6]) for r in d.decode_rows if (r[7] or r[6]))
         rows = sorted({c.rows for c in dec if c.rows is not None})
         m = tokens[len(tokens) // 2] if tokens else (max(rows) if rows else None)
-        m_source = "the step markers" if tokens else ("the decode GEMM shapes" if rows else None)
-        width = weight_width_from_names(sorted(gemm_names.get("decode", set())))
-        width_note = ("from the GEMM kernel names" if width is not None
-                      else "not stated: 1 B (fp8) assumed, the loosest ceiling")
+        width = weight_width_from_names(sorted(d.phases.gemm_names.get("decode", set())))
         w = width if width is not None else 1.0
-        ai_bound = 2.0 * m / w if m else None
-        ai = tot["ai"] if enough else None
-        bound_mb = ai_bound is not None and ridge is not None and ai_bound < ridge
-        measured_mb = ai is not None and ridge is not None and ai < ridge
-        headroom = ridge / ai if measured_mb and ridge and ai else None
-        headroom_bound = ridge / ai_bound if bound_mb and ridge and ai_bound else None
-        window = run_info.window_ns if has_kernels else None
-        md = mc.phases.get("decode") if mc is not None else None
+        roof = _DecodeRoofline.of(d.ridge, 2.0 * m / w if m else None, tot["ai"] if enough else None)
+        md = d.mc.phases.get("decode") if d.mc is not None else None
         model_mbu = md.mbu if md is not None else None
-        proj = mc.projection if mc is not None else None
+        if model_mbu is not None and md is not None and md.bytes:
+            roof = roof.for_model(d.ridge, md.flops / md.bytes)
         # the model's figures cover whole steps; the op costs only the ops with shapes
         mbu = model_mbu if model_mbu is not None else (tot["mbu"] if enough else None)
-        mfu = md.mfu if md is not None and md.mfu is not None else (tot["mfu"] if enough else None)
-        mbu_cov = md.coverage if model_mbu is not None and md is not None else (coverage if enough else None)
-        mfu_cov = md.coverage if md is not None and md.mfu is not None else (coverage if enough else None)
-        if model_mbu is not None and md is not None and md.bytes:
-            ai = md.flops / md.bytes
-            measured_mb = ridge is not None and ai < ridge
-            headroom = headroom_bound = None  # replaced by the projection: KV reads grow with the batch
-            ai_bound = None  # 2·M/w with one width; the model knows each tensor class's
         saving = int(dtime * (1 - mbu)) if mbu is not None and mbu < 1 else None
-        saving_frac = saving / window if saving is not None and window else None
-        gain8 = proj["points"][-2]["throughput_gain"] if proj else None  # at 8× the batch
-        res.metrics += [
-            Metric("decode_step_time_ms", step_ms, "ms", "lower"),
-            Metric("decode_cost_coverage", coverage, "fraction", "higher"),
-            Metric("decode_arithmetic_intensity", ai, "FLOP/B", "higher"),
-            Metric("decode_arithmetic_intensity_bound", ai_bound, "FLOP/B", "higher"),
-            Metric("decode_mbu", mbu, "fraction", "higher"),
-            Metric("decode_mbu_coverage", mbu_cov, "fraction", "higher"),
-            Metric("decode_mfu", mfu, "fraction", "higher"),
-            Metric("decode_mfu_coverage", mfu_cov, "fraction", "higher"),
-            Metric("decode_batching_headroom", headroom, "x", "higher"),
-            Metric("decode_batching_headroom_bound", headroom_bound, "x", "higher"),
-            Metric("decode_throughput_gain_8x", gain8, "x", "higher"),
-            Metric("decode_compute_bound_batch", proj["compute_bound_batch"] if proj else None, "requests",
-                   "lower"),
-            Metric("decode_max_batch_in_memory", proj["max_batch_in_memory"] if proj else None, "requests",
-                   "higher"),
-        ]
-        uncosted = dtime - tot["time_ns"]
-        missing: list[str] = []
-        if not enough and dtime and model_mbu is None:
-            why = (f"{graph_ns / dtime:.0%} of decode kernel time was launched by graph replay, which records no "
-                   "op shapes" if graph_ns else "the kernels' ops recorded no shapes and carry no XLA costs")
-            missing.append(f"{uncosted / 1e6:.3f} ms of the {dtime / 1e6:.3f} ms of decode kernel time "
-                           f"({1 - (coverage or 0):.0%}) has no FLOP or byte count ({why}), so decode MBU, MFU and "
-                           "arithmetic intensity are not computed")
-        if spec is None:
-            missing.append("the device is not identified, so there are no peaks: no ridge, MBU or MFU")
-        if m is None:
-            missing.append("the tokens per decode step are not stated (no bs=/generation_ marker, no GEMM shapes)")
-        counted = [r for r in per_op if r["phase"] == "decode"][:10]
-        ev = {
-            **evidence_base, "decode_steps": n_steps, "decode_step_times_ns": st,
-            "decode_step_time_ms": step_ms, "decode_kernel_time_ns": dtime,
-            "decode_kernels": phase_kernels.get("decode"), "decode_graph_replay_time_ns": graph_ns,
-            "prefill_kernel_time_ns": phase_time.get("prefill"), "tokens_per_step": m,
-            "tokens_source": m_source, "context_tokens": ctx or None,
-            "gemm_rows": rows, "weight_bytes_per_element": w, "weight_width_source": width_note,
-            "decode_costed_time_ns": tot["time_ns"], "decode_uncosted_time_ns": uncosted,
-            "decode_cost_coverage": coverage,
-            "decode_flops": tot["flops"], "decode_bytes": tot["nbytes"],
-            "decode_costed_ai": tot["ai"], "decode_costed_mbu": tot["mbu"], "decode_costed_mfu": tot["mfu"],
-            "decode_costed_bytes_per_s": tot["bytes_per_s"], "decode_costed_flops_per_s": tot["flops_per_s"],
-            "arithmetic_intensity_bound": ai_bound, "batching_headroom": headroom,
-            "batching_headroom_bound": headroom_bound, "missing": missing, "decode_ops": counted,
-        }
-        parts = [f"Decode from {run_info.decode_evidence}: {n_steps} decode step(s), "
-                 + (f"median step time {step_ms:.3f} ms ("
-                    + ("device span of the step's own work, host blocks removed), " if has_kernels
-                       else "host span of the step: no device timeline), ") if step_ms else "")
-                 + f"{dtime / 1e6:.3f} ms of decode {'kernel' if has_kernels else 'op'} time."]
-        if tot["time_ns"] and (enough or model_mbu is None):
+        window = d.run_info.window_ns if d.has_kernels else None
+        proj = d.mc.projection if d.mc is not None else None
+        return DecodeFacts(
+            step_times_ns=st, step_ms=statistics.median(st_ok) / 1e6 if st_ok else None, tot=tot, dtime=dtime,
+            coverage=coverage, enough=enough, graph_ns=d.phases.graph_time.get("decode", 0), tokens=tokens,
+            ctx=sorted(int(r[8]) for r in d.decode_rows if r[8]), rows=rows, m=m,
+            m_source="the step markers" if tokens else ("the decode GEMM shapes" if rows else None), w=w,
+            width_note=("from the GEMM kernel names" if width is not None
+                        else "not stated: 1 B (fp8) assumed, the loosest ceiling"),
+            roof=roof, window=window, md=md, model_mbu=model_mbu, proj=proj, mbu=mbu,
+            mfu=md.mfu if md is not None and md.mfu is not None else (tot["mfu"] if enough else None),
+            mbu_cov=md.coverage if model_mbu is not None and md is not None else (coverage if enough else None),
+            mfu_cov=md.coverage if md is not None and md.mfu is not None else (coverage if enough else None),
+            saving=saving, saving_frac=saving / window if saving is not None and window else None,
+            gain8=proj["points"][-2]["throughput_gain"] if proj else None,  # at 8× the batch
+        )
+
+    def _decode_parts(self, d: DecodeInput, f: DecodeFacts, missing: list[str]) -> list[str]:
+        """The decode finding's detail, sentence by sentence."""
+        tot, r = f.tot, f.roof
+        parts = [f"Decode from {d.run_info.decode_evidence}: {len(d.decode_rows)} decode step(s), "
+                 + (f"median step time {f.step_ms:.3f} ms ("
+                    + ("device span of the step's own work, host blocks removed), " if d.has_kernels
+                       else "host span of the step: no device timeline), ") if f.step_ms else "")
+                 + f"{f.dtime / 1e6:.3f} ms of decode {'kernel' if d.has_kernels else 'op'} time."]
+        if tot["time_ns"] and (f.enough or f.model_mbu is None):
             parts.append(
-                f"Costed decode ops cover {_pct(coverage)} of that time: AI {_num(tot['ai'])} FLOP/B, "
+                f"Costed decode ops cover {_pct(f.coverage)} of that time: AI {_num(tot['ai'])} FLOP/B, "
                 f"{_fmt_bw(tot['bytes_per_s'])} ({_pct(tot['mbu'])} of the HBM roof), "
                 f"{_fmt_flops(tot['flops_per_s'])} ({_pct(tot['mfu'])} of peak)"
-                + ("." if enough else f" — figures of those ops only, below the {MIN_COST_COVERAGE:.0%} coverage "
+                + ("." if f.enough else f" — figures of those ops only, below the {MIN_COST_COVERAGE:.0%} coverage "
                    "needed to stand for decode."))
-        if ai_bound is not None and model_mbu is None:
-            parts.append(f"With {m} tokens per step ({m_source}) and {w:g}-byte weights ({width_note}), no decode "
-                         f"weight GEMM can exceed 2·M/w = {ai_bound:.1f} FLOP/B (the weights alone are N·K·w bytes).")
-        parts.append(f"Ridge: {device_text}.")
-        advice = ("raise the decode batch (more concurrent requests, e.g. vLLM --max-num-seqs / SGLang "
-                  "--max-running-requests, memory for the KV cache permitting): the weight reads are shared by the "
-                  "batch; each request's KV-cache reads are not, so the gain shrinks as contexts grow"
-                  + (f" (these steps' {m} requests attend over Σ {ctx[len(ctx) // 2]} context tokens, "
-                     f"~{ctx[len(ctx) // 2] / m:.0f} each)" if ctx and m and tokens else ""))
-        if headroom is not None:
-            parts.append(f"Decode is memory-bound: the batch could grow about {headroom:.1f}× before the costed decode "
-                         f"ops reach the ridge; {advice}.")
-        elif headroom_bound is not None:
-            parts.append(f"Decode weight GEMMs are memory-bound by structure: the batch could grow at least "
-                         f"{headroom_bound:.1f}× (a bound: ridge ÷ the 2·M/w ceiling) before they reach the ridge; "
-                         f"{advice}.")
-        if md is not None and mc is not None:
-            parts.append(self._model_decode_text(mc, md, proj, spec))
-        if saving is not None:
+        if r.ai_bound is not None and f.model_mbu is None:
+            parts.append(f"With {f.m} tokens per step ({f.m_source}) and {f.w:g}-byte weights ({f.width_note}), no "
+                         f"decode weight GEMM can exceed 2·M/w = {r.ai_bound:.1f} FLOP/B (the weights alone are N·K·w "
+                         "bytes).")
+        parts.append(f"Ridge: {d.device_text}.")
+        parts += _decode_headroom_text(f)
+        if f.md is not None and d.mc is not None:
+            parts.append(self._model_decode_text(d.mc, f.md, f.proj, d.spec))
+        if f.saving is not None:
             parts.append(f"At the HBM roof (100 % of the datasheet bandwidth) the decode kernels would take "
-                         f"{saving / 1e6:.3f} ms less"
-                         + (f" ({saving_frac:.1%} of the {window / 1e6:.3f} ms device window)." if window and
-                            saving_frac is not None else "."))
+                         f"{f.saving / 1e6:.3f} ms less"
+                         + (f" ({f.saving_frac:.1%} of the {f.window / 1e6:.3f} ms device window)." if f.window and
+                            f.saving_frac is not None else "."))
         if missing:
             parts.append("Missing: " + "; ".join(missing) + ".")
-        sev: Severity = "info"
-        # a larger batch cuts the device time per token by 1 − 1/gain over the decode share
-        # share of the device's work (busy time), not of the window: a capture that caught a host
-        # stall around one decode step says nothing about how much of serving is decode
-        busy_all = run_info.busy_ns if has_kernels else None
-        gain_frac = (min(1.0, dtime / busy_all) * (1 - 1 / gain8) if gain8 and gain8 > 1 and busy_all else None)
-        score = max(x for x in (saving_frac, gain_frac, -1.0) if x is not None)
-        if score >= 0 and (measured_mb or bound_mb):
-            sev = "critical" if score >= SAVING_CRITICAL else "warning" if score >= SAVING_WARNING else "info"
-        ev["decode_throughput_gain_8x"] = gain8
-        ev["per_token_saving_fraction_8x"] = gain_frac
-        cov_txt = (f"costed ops cover {_pct(coverage)} of decode time" if coverage else
-                   "no decode op has a cost")
-        if model_mbu is not None and mc is not None and md is not None and md.bytes is not None:
-            src = (f"hardware counters: {md.bytes / md.steps / 1e9:.1f} GB, the {mc.model} model "
-                   f"{(md.model_bytes or 0) / md.steps / 1e9:.1f} GB" if md.bytes_source == "counters"
-                   else f"{mc.model}: {md.bytes / md.steps / 1e9:.1f} GB")
-            title = (f"decode at {_pct(model_mbu)} of the HBM roof ({src} "
-                     f"per step in {md.busy_ns / md.steps / 1e6:.2f} ms of kernel time"
-                     + (f", {_pct(md.coverage)} of decode time" if md.coverage is not None else "") + ")"
-                     + (f"; {proj['points'][-2]['batch']} requests would give ≈{gain8:.1f}× the throughput"
-                        if proj and gain8 else ""))
-        elif headroom is not None:
-            title = (f"decode is memory-bound: AI {ai:.1f} FLOP/B vs ridge {ridge:.0f}, MBU {_pct(tot['mbu'])} "
-                     f"({cov_txt}); ~{headroom:.1f}× batching headroom")
-        elif headroom_bound is not None:
-            title = (f"decode weight GEMMs are memory-bound by structure: AI ≤ {ai_bound:.1f} FLOP/B vs ridge "
-                     f"{ridge:.0f}, ≥ {headroom_bound:.1f}× batching headroom (bound); {cov_txt}")
-        elif ai is not None and ridge is not None:
-            title = f"decode is compute-bound: AI {ai:.1f} FLOP/B vs ridge {ridge:.0f} ({cov_txt})"
-        else:
-            why_short = ("graph replay records no op shapes" if graph_ns and not enough and dtime else
-                         "no op shapes or XLA costs" if not enough and dtime else
-                         "device not identified" if spec is None else "tokens per step not stated")
-            title = ((f"decode step {step_ms:.3f} ms (median of {n_steps}); " if step_ms else "decode: ")
-                     + (f"{1 - (coverage or 0):.0%} of decode kernel time uncosted ({why_short}), so no decode "
-                        "roofline" if not enough and dtime else f"roofline class unknown ({why_short})"))
-        res.findings.append(Finding(severity=sev, title=title, detail=" ".join(parts), evidence=ev,
-                                    saving_ns=saving, saving_fraction=saving_frac))
-
+        return parts
 
     @staticmethod
     def _model_evidence(mc: ModelCosting) -> dict[str, Any]:
@@ -956,6 +875,231 @@ class MemoryBoundDecode(Analyzer, name="memory_bound_decode"):
             return f"{spec.name}: {RIDGE_DTYPE} peak or HBM bandwidth unknown, no ridge point"
         return (f"{spec.name} {RIDGE_DTYPE} {spec.peak_tflops[RIDGE_DTYPE]:g} TFLOP/s ÷ {spec.hbm_gbps:g} GB/s = "
                 f"{ridge:.1f} FLOP/B")
+
+
+@dataclass(frozen=True)
+class PhaseKernels:
+    """Kernel work per step phase (``decode``, ``prefill``, ``mixed``, ``unassigned``): ``time``
+    and ``graph_time`` (launched by graph replay) in ns, ``kernels`` a count, ``gemm_names`` the
+    GEMM kernel names."""
+
+    time: dict[str, int]
+    graph_time: dict[str, int]
+    kernels: dict[str, int]
+    gemm_names: dict[str, set[str]]
+
+
+@dataclass(frozen=True)
+class DecodeInput:
+    """What the decode finding is made from: the run's costed ops and their records (``per_op``),
+    its decode steps and all phase steps (rows of the ``steps`` view), kernel work per phase, the
+    device (``ridge`` in FLOP/B), the evidence every finding of the run carries, and the model
+    costing when a model is attached."""
+
+    costed: list[Costed]
+    per_op: list[dict[str, Any]]
+    decode_rows: list[tuple[Any, ...]]
+    srows: list[tuple[Any, ...]]
+    phases: PhaseKernels
+    spec: DeviceSpec | None
+    ridge: float | None
+    device_text: str
+    evidence_base: dict[str, Any]
+    run_info: Run
+    has_kernels: bool
+    mc: ModelCosting | None
+
+
+@dataclass(frozen=True)
+class _DecodeRoofline:
+    """Where decode sits against the ridge (FLOP/B): the measured AI and the 2·M/w bound (None
+    with a model attached: it knows each tensor class's width), whether each is below the
+    ridge, and the batching headroom (×) each implies (None with a model: the projection
+    replaces them, as KV reads grow with the batch)."""
+
+    ai: float | None
+    ai_bound: float | None
+    measured_mb: bool
+    bound_mb: bool
+    headroom: float | None
+    headroom_bound: float | None
+
+    @classmethod
+    def of(cls, ridge: float | None, ai_bound: float | None, ai: float | None) -> _DecodeRoofline:
+        bound_mb = ai_bound is not None and ridge is not None and ai_bound < ridge
+        measured_mb = ai is not None and ridge is not None and ai < ridge
+        return cls(ai=ai, ai_bound=ai_bound, measured_mb=measured_mb, bound_mb=bound_mb,
+                   headroom=ridge / ai if measured_mb and ridge and ai else None,
+                   headroom_bound=ridge / ai_bound if bound_mb and ridge and ai_bound else None)
+
+    def for_model(self, ridge: float | None, ai: float) -> _DecodeRoofline:
+        """With a model's bytes and FLOPs per step: its AI, no 2·M/w bound and no headroom
+        (the projection replaces them); ``bound_mb`` stays the structural bound's."""
+        return replace(self, ai=ai, ai_bound=None, measured_mb=ridge is not None and ai < ridge,
+                       headroom=None, headroom_bound=None)
+
+
+@dataclass(frozen=True)
+class DecodeFacts:
+    """The decode figures of a run (:meth:`MemoryBoundDecode._decode_facts`): step times (ns,
+    median ``step_ms`` in ms), the decode ops' totals, decode kernel time ``dtime`` and graph-replay
+    time ``graph_ns`` (ns), cost coverage (fraction), tokens per step ``m`` and their source,
+    weight width ``w`` (B/element), the roofline placement, the model's phase costing ``md``
+    and projection, MBU/MFU with their coverage (fractions), the saving at the HBM roof (ns and
+    fraction of the window ``window`` ns) and the throughput gain at 8× the batch."""
+
+    step_times_ns: list[int | None]
+    step_ms: float | None
+    tot: dict[str, Any]
+    dtime: int
+    coverage: float | None
+    enough: bool
+    graph_ns: int
+    tokens: list[int]
+    ctx: list[int]
+    rows: list[int]
+    m: int | None
+    m_source: str | None
+    w: float
+    width_note: str
+    roof: _DecodeRoofline
+    window: int | None
+    md: Any
+    model_mbu: float | None
+    proj: dict[str, Any] | None
+    mbu: float | None
+    mfu: float | None
+    mbu_cov: float | None
+    mfu_cov: float | None
+    saving: int | None
+    saving_frac: float | None
+    gain8: float | None
+
+
+def _decode_metrics(f: DecodeFacts) -> list[Metric]:
+    proj = f.proj
+    return [
+        Metric("decode_step_time_ms", f.step_ms, "ms", "lower"),
+        Metric("decode_cost_coverage", f.coverage, "fraction", "higher"),
+        Metric("decode_arithmetic_intensity", f.roof.ai, "FLOP/B", "higher"),
+        Metric("decode_arithmetic_intensity_bound", f.roof.ai_bound, "FLOP/B", "higher"),
+        Metric("decode_mbu", f.mbu, "fraction", "higher"),
+        Metric("decode_mbu_coverage", f.mbu_cov, "fraction", "higher"),
+        Metric("decode_mfu", f.mfu, "fraction", "higher"),
+        Metric("decode_mfu_coverage", f.mfu_cov, "fraction", "higher"),
+        Metric("decode_batching_headroom", f.roof.headroom, "x", "higher"),
+        Metric("decode_batching_headroom_bound", f.roof.headroom_bound, "x", "higher"),
+        Metric("decode_throughput_gain_8x", f.gain8, "x", "higher"),
+        Metric("decode_compute_bound_batch", proj["compute_bound_batch"] if proj else None, "requests",
+               "lower"),
+        Metric("decode_max_batch_in_memory", proj["max_batch_in_memory"] if proj else None, "requests",
+               "higher"),
+    ]
+
+
+def _decode_missing(d: DecodeInput, f: DecodeFacts) -> list[str]:
+    """What keeps decode figures from being computed, one clause each."""
+    missing: list[str] = []
+    if not f.enough and f.dtime and f.model_mbu is None:
+        why = (f"{f.graph_ns / f.dtime:.0%} of decode kernel time was launched by graph replay, which records no "
+               "op shapes" if f.graph_ns else "the kernels' ops recorded no shapes and carry no XLA costs")
+        missing.append(f"{(f.dtime - f.tot['time_ns']) / 1e6:.3f} ms of the {f.dtime / 1e6:.3f} ms of decode kernel "
+                       f"time ({1 - (f.coverage or 0):.0%}) has no FLOP or byte count ({why}), so decode MBU, MFU "
+                       "and arithmetic intensity are not computed")
+    if d.spec is None:
+        missing.append("the device is not identified, so there are no peaks: no ridge, MBU or MFU")
+    if f.m is None:
+        missing.append("the tokens per decode step are not stated (no bs=/generation_ marker, no GEMM shapes)")
+    return missing
+
+
+def _decode_evidence(d: DecodeInput, f: DecodeFacts, missing: list[str]) -> dict[str, Any]:
+    tot = f.tot
+    return {
+        **d.evidence_base, "decode_steps": len(d.decode_rows), "decode_step_times_ns": f.step_times_ns,
+        "decode_step_time_ms": f.step_ms, "decode_kernel_time_ns": f.dtime,
+        "decode_kernels": d.phases.kernels.get("decode"), "decode_graph_replay_time_ns": f.graph_ns,
+        "prefill_kernel_time_ns": d.phases.time.get("prefill"), "tokens_per_step": f.m,
+        "tokens_source": f.m_source, "context_tokens": f.ctx or None,
+        "gemm_rows": f.rows, "weight_bytes_per_element": f.w, "weight_width_source": f.width_note,
+        "decode_costed_time_ns": tot["time_ns"], "decode_uncosted_time_ns": f.dtime - tot["time_ns"],
+        "decode_cost_coverage": f.coverage,
+        "decode_flops": tot["flops"], "decode_bytes": tot["nbytes"],
+        "decode_costed_ai": tot["ai"], "decode_costed_mbu": tot["mbu"], "decode_costed_mfu": tot["mfu"],
+        "decode_costed_bytes_per_s": tot["bytes_per_s"], "decode_costed_flops_per_s": tot["flops_per_s"],
+        "arithmetic_intensity_bound": f.roof.ai_bound, "batching_headroom": f.roof.headroom,
+        "batching_headroom_bound": f.roof.headroom_bound, "missing": missing,
+        "decode_ops": [r for r in d.per_op if r["phase"] == "decode"][:10],
+    }
+
+
+def _decode_headroom_text(f: DecodeFacts) -> list[str]:
+    """The batching advice, when decode is memory-bound (measured, else by structure)."""
+    ctx, m = f.ctx, f.m
+    advice = ("raise the decode batch (more concurrent requests, e.g. vLLM --max-num-seqs / SGLang "
+              "--max-running-requests, memory for the KV cache permitting): the weight reads are shared by the "
+              "batch; each request's KV-cache reads are not, so the gain shrinks as contexts grow"
+              + (f" (these steps' {m} requests attend over Σ {ctx[len(ctx) // 2]} context tokens, "
+                 f"~{ctx[len(ctx) // 2] / m:.0f} each)" if ctx and m and f.tokens else ""))
+    if f.roof.headroom is not None:
+        return [(f"Decode is memory-bound: the batch could grow about {f.roof.headroom:.1f}× before the costed "
+                 f"decode ops reach the ridge; {advice}.")]
+    if f.roof.headroom_bound is not None:
+        return [(f"Decode weight GEMMs are memory-bound by structure: the batch could grow at least "
+                 f"{f.roof.headroom_bound:.1f}× (a bound: ridge ÷ the 2·M/w ceiling) before they reach the ridge; "
+                 f"{advice}.")]
+    return []
+
+
+def _decode_severity(d: DecodeInput, f: DecodeFacts) -> tuple[Severity, float | None]:
+    """The severity and the per-token saving fraction at 8× the batch. A larger batch cuts the
+    device time per token by 1 − 1/gain over the decode share of the device's work (busy time),
+    not of the window: a capture that caught a host stall around one decode step says nothing
+    about how much of serving is decode."""
+    sev: Severity = "info"
+    busy_all = d.run_info.busy_ns if d.has_kernels else None
+    gain8 = f.gain8
+    gain_frac = (min(1.0, f.dtime / busy_all) * (1 - 1 / gain8) if gain8 and gain8 > 1 and busy_all else None)
+    score = max(x for x in (f.saving_frac, gain_frac, -1.0) if x is not None)
+    if score >= 0 and (f.roof.measured_mb or f.roof.bound_mb):
+        sev = "critical" if score >= SAVING_CRITICAL else "warning" if score >= SAVING_WARNING else "info"
+    return sev, gain_frac
+
+
+def _decode_title(d: DecodeInput, f: DecodeFacts) -> str:
+    r, md, ridge = f.roof, f.md, d.ridge
+    cov_txt = (f"costed ops cover {_pct(f.coverage)} of decode time" if f.coverage else
+               "no decode op has a cost")
+    if f.model_mbu is not None and d.mc is not None and md is not None and md.bytes is not None:
+        return _decode_model_title(d.mc, md, f)
+    if r.headroom is not None:
+        return (f"decode is memory-bound: AI {r.ai:.1f} FLOP/B vs ridge {ridge:.0f}, MBU {_pct(f.tot['mbu'])} "
+                f"({cov_txt}); ~{r.headroom:.1f}× batching headroom")
+    if r.headroom_bound is not None:
+        return (f"decode weight GEMMs are memory-bound by structure: AI ≤ {r.ai_bound:.1f} FLOP/B vs ridge "
+                f"{ridge:.0f}, ≥ {r.headroom_bound:.1f}× batching headroom (bound); {cov_txt}")
+    if r.ai is not None and ridge is not None:
+        return f"decode is compute-bound: AI {r.ai:.1f} FLOP/B vs ridge {ridge:.0f} ({cov_txt})"
+    uncosted = not f.enough and f.dtime
+    why_short = ("graph replay records no op shapes" if f.graph_ns and uncosted else
+                 "no op shapes or XLA costs" if uncosted else
+                 "device not identified" if d.spec is None else "tokens per step not stated")
+    return ((f"decode step {f.step_ms:.3f} ms (median of {len(d.decode_rows)}); " if f.step_ms else "decode: ")
+            + (f"{1 - (f.coverage or 0):.0%} of decode kernel time uncosted ({why_short}), so no decode "
+               "roofline" if uncosted else f"roofline class unknown ({why_short})"))
+
+
+def _decode_model_title(mc: ModelCosting, md: Any, f: DecodeFacts) -> str:
+    """The title when the attached model costs the decode steps (its bytes, or the counters')."""
+    proj, gain8 = f.proj, f.gain8
+    src = (f"hardware counters: {md.bytes / md.steps / 1e9:.1f} GB, the {mc.model} model "
+           f"{(md.model_bytes or 0) / md.steps / 1e9:.1f} GB" if md.bytes_source == "counters"
+           else f"{mc.model}: {md.bytes / md.steps / 1e9:.1f} GB")
+    return (f"decode at {_pct(f.model_mbu)} of the HBM roof ({src} "
+            f"per step in {md.busy_ns / md.steps / 1e6:.2f} ms of kernel time"
+            + (f", {_pct(md.coverage)} of decode time" if md.coverage is not None else "") + ")"
+            + (f"; {proj['points'][-2]['batch']} requests would give ≈{gain8:.1f}× the throughput"
+               if proj and gain8 else ""))
 
 
 def run_op_costs(con: duckdb.DuckDBPyConnection, run_id: str) -> list[Costed]:

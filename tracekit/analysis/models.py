@@ -24,6 +24,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from tracekit.config_toml import typed_table
+from tracekit.errors import PathError
+
 #: bytes per stored value of each weight format (scales included)
 FORMAT_BYTES = {
     "bf16": 2.0, "fp16": 2.0, "fp32": 4.0,
@@ -39,8 +42,10 @@ _DTYPE_ALIASES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32", "flo
                   "e4m3": "fp8", "fp8_e4m3": "fp8"}
 
 
-class ModelError(ValueError):
-    """A model name that is not in the catalog, or a config.json tracekit cannot read."""
+class ModelError(PathError, ValueError):
+    """A model name that is not in the catalog, a config.json tracekit cannot read, an unknown
+    storage format, or a catalog entry of the wrong shape: ``path`` is the name, file or format
+    concerned."""
 
 
 @dataclass(frozen=True)
@@ -248,10 +253,17 @@ class ModelSpec:
 _SPEC_FIELDS = {f.name for f in fields(ModelSpec)}
 
 
+#: the packaged catalog, as its errors name it
+_CATALOG_FILE = "tracekit/analysis/models.toml"
+
+
 @cache
 def _raw_catalog() -> dict[str, Any]:
     text = resources.files("tracekit.analysis").joinpath("models.toml").read_text(encoding="utf-8")
-    return tomllib.loads(text)
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ModelError(_CATALOG_FILE, f"not valid TOML: {exc}") from None
 
 
 @cache
@@ -259,7 +271,11 @@ def catalog() -> dict[str, ModelSpec]:
     """Every catalog entry by its lower-case name, aliases included."""
     out: dict[str, ModelSpec] = {}
     for key, entry in _raw_catalog()["models"].items():
-        values = {k: v for k, v in entry.items() if k in _SPEC_FIELDS}
+        try:
+            values = typed_table(ModelSpec, entry, f"models.{key}", given=frozenset({"key", "origin"}),
+                                 ignored=frozenset({"aliases", "not_found", "quantization"}))
+        except (TypeError, ValueError) as exc:
+            raise ModelError(_CATALOG_FILE, str(exc)) from None
         if "tie_word_embeddings" in entry.get("not_found", []):
             values["tie_word_embeddings"] = None
         spec = ModelSpec(key=key, **values)
@@ -289,7 +305,7 @@ def from_hf_config(cfg: Mapping[str, Any], key: str = "config.json") -> ModelSpe
         layers = int(cfg["num_hidden_layers"])
         vocab = int(cfg["vocab_size"])
     except (KeyError, TypeError, ValueError) as exc:
-        raise ModelError(f"not a decoder config: missing or bad {exc}") from None
+        raise ModelError(key, f"not a decoder config: missing or bad {exc}") from None
     experts = int(_first(cfg, "num_local_experts", "num_experts", "n_routed_experts"))
     quant = cfg.get("quantization_config") or {}
     method = str(quant.get("quant_method", "")).lower()
@@ -338,17 +354,22 @@ def load(arg: str, *, weights: str | None = None, expert_weights: str | None = N
         path = Path(arg)
         if not path.is_file():
             names = ", ".join(sorted({s.key for s in catalog().values()}))
-            raise ModelError(f"{arg}: not a catalog model ({names}) and not a config.json file")
+            raise ModelError(arg, f"not a catalog model ({names}) and not a config.json file")
         try:
             cfg = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise ModelError(f"{arg}: cannot read config.json: {exc}") from None
+            raise ModelError(arg, f"cannot read config.json: {exc}") from None
         if not isinstance(cfg, dict):
-            raise ModelError(f"{arg}: cannot read config.json: not a JSON object")
-        spec = from_hf_config(cfg, key=path.parent.name or path.name)
+            raise ModelError(arg, "cannot read config.json: not a JSON object")
+        try:
+            spec = from_hf_config(cfg, key=path.parent.name or path.name)
+        except ModelError as exc:
+            raise ModelError(arg, exc.reason) from None
+        except (TypeError, ValueError, AttributeError) as exc:  # a field of the wrong type
+            raise ModelError(arg, f"not a decoder config: bad value: {exc}") from None
     for fmt in (weights, expert_weights, kv_cache):
         if fmt is not None and _DTYPE_ALIASES.get(fmt, fmt) not in FORMAT_BYTES:
-            raise ModelError(f"{fmt}: unknown weight format (one of {', '.join(FORMAT_BYTES)})")
+            raise ModelError(fmt, f"unknown weight format (one of {', '.join(FORMAT_BYTES)})")
     weights, expert_weights, kv_cache = (None if f is None else _DTYPE_ALIASES.get(f, f)
                                          for f in (weights, expert_weights, kv_cache))
     if kv_cache:

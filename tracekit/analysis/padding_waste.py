@@ -95,7 +95,7 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import duckdb
 
@@ -104,7 +104,6 @@ from tracekit.analysis.base import (
     AnalyzerResult,
     Finding,
     Metric,
-    Severity,
     run_share_severity,
     run_window_ns,
 )
@@ -472,12 +471,44 @@ def residency_efficiency(blocks: int, cus: int) -> float:
 # --------------------------------------------------------------------------------------------
 
 
-def _severity(value: float, warning: float, info: float) -> Severity | None:
+def _severity(value: float, warning: float, info: float) -> Literal["warning", "info"] | None:
+    """Warning at or above the ``warning`` threshold, info at or above ``info`` (a padding share
+    never makes a finding critical), else None."""
     if value >= warning:
         return "warning"
     if value >= info:
         return "info"
     return None
+
+
+def _bucket_metrics(time_fraction: float | None, token_fraction: float | None) -> list[Metric]:
+    """``bucket_padding_fraction`` (of prefill time) and ``bucket_padded_token_fraction`` (of the
+    processed tokens), both fractions."""
+    return [Metric("bucket_padding_fraction", time_fraction, "fraction", "lower"),
+            Metric("bucket_padded_token_fraction", token_fraction, "fraction", "lower")]
+
+
+def _bucket_verdict(
+    time_fraction: float, token_fraction: float, status: dict[str, Any], *, what: str, detail: str,
+    evidence: dict[str, Any], saving: tuple[int | None, float | None] = (None, None),
+) -> tuple[list[Finding], list[Metric], dict[str, Any]]:
+    """The bucket-padding metrics, status and (when the wasted time fraction reaches a severity)
+    finding. Time ∝ tokens is assumed, and said in the status and the evidence. The title reads
+    "Sequence buckets pad N% of ``what``", the remedy follows ``detail``; ``saving`` in ns and as
+    a fraction of the device window."""
+    metrics = _bucket_metrics(time_fraction, token_fraction)
+    status = {"bucket": {**status, "assumption": "time ∝ tokens"}}
+    sev = _severity(time_fraction, BUCKET_WARNING_FRACTION, BUCKET_INFO_FRACTION)
+    if sev is None:
+        return [], metrics, status
+    return [Finding(
+        severity=sev,
+        title=f"Sequence buckets pad {token_fraction:.0%} of {what}",
+        detail=f"{detail} {_BUCKET_REMEDY}",
+        evidence={**evidence, "assumption": "time ∝ tokens"},
+        saving_ns=saving[0],
+        saving_fraction=saving[1],
+    )], metrics, status
 
 
 #: One GEMM of the run: op, dims, (batch, M, N, K), executions, time (ns), element dtype, and the
@@ -703,8 +734,7 @@ class PaddingWaste(Analyzer, name="padding_waste"):
                FROM a ORDER BY a.start_ns""",
             [run_id, run_id],
         ).fetchall()
-        none = [Metric("bucket_padding_fraction", None, "fraction", "lower"),
-                Metric("bucket_padded_token_fraction", None, "fraction", "lower")]
+        none = _bucket_metrics(None, None)
         calls = []
         for name, start, dur, kern, comp in rows:
             m = _BUCKET.search(name)
@@ -723,24 +753,14 @@ class PaddingWaste(Analyzer, name="padding_waste"):
         wasted = sum(c["time_ns"] * c["padding_share"] for c in calls)
         frac = wasted / total if total else 0.0
         tok = sum(c["padded_tokens"] - c["real_tokens"] for c in calls) / sum(c["padded_tokens"] for c in calls)
-        metrics = [Metric("bucket_padding_fraction", frac, "fraction", "lower"),
-                   Metric("bucket_padded_token_fraction", tok, "fraction", "lower")]
-        status = {"bucket": {"calls": len(calls), "padding_fraction": frac, "padded_token_fraction": tok,
-                             "assumption": "time ∝ tokens"}}
-        sev = _severity(frac, BUCKET_WARNING_FRACTION, BUCKET_INFO_FRACTION)
-        if sev is None:
-            return [], metrics, status
-        return [Finding(
-            severity=sev,
-            title=f"Sequence buckets pad {tok:.0%} of prefill tokens (≈{frac:.0%} of prefill time)",
-            detail=(
-                f"{len(calls)} prefill calls ran padded lengths; assuming time ∝ tokens, {duration_ns(wasted)} "
-                f"of {duration_ns(total)} went to padding. " + _BUCKET_REMEDY
-            ),
-            evidence={"calls": calls, "time_ns": total, "wasted_ns": int(wasted), "assumption": "time ∝ tokens"},
-            saving_ns=int(wasted),
-            saving_fraction=wasted / window if window else None,
-        )], metrics, status
+        return _bucket_verdict(
+            frac, tok, {"calls": len(calls), "padding_fraction": frac, "padded_token_fraction": tok},
+            what=f"prefill tokens (≈{frac:.0%} of prefill time)",
+            detail=(f"{len(calls)} prefill calls ran padded lengths; assuming time ∝ tokens, {duration_ns(wasted)} "
+                    f"of {duration_ns(total)} went to padding."),
+            evidence={"calls": calls, "time_ns": total, "wasted_ns": int(wasted)},
+            saving=(int(wasted), wasted / window if window else None),
+        )
 
     @staticmethod
     def _buckets_from_lengths(
@@ -756,23 +776,14 @@ class PaddingWaste(Analyzer, name="padding_waste"):
             return [], none, {"bucket": "skipped: no annotation names real and padded lengths "
                               "(`…len<n>_T<T>`) and no lengths file was given (--lengths)"}
         tok = (int(padded) - int(real)) / int(padded) if padded else 0.0
-        metrics = [Metric("bucket_padding_fraction", tok, "fraction", "lower"),
-                   Metric("bucket_padded_token_fraction", tok, "fraction", "lower")]
-        status = {"bucket": {"requests": int(n), "padded_token_fraction": tok, "source": "lengths file",
-                             "assumption": "time ∝ tokens"}}
-        sev = _severity(tok, BUCKET_WARNING_FRACTION, BUCKET_INFO_FRACTION)
-        if sev is None:
-            return [], metrics, status
-        return [Finding(
-            severity=sev,
-            title=f"Sequence buckets pad {tok:.0%} of prompt tokens ({n} requests from the lengths file)",
-            detail=(
-                f"{int(padded) - int(real):,} of {int(padded):,} processed prompt tokens were padding; "
-                "assuming time ∝ tokens, that share of prefill time is wasted. " + _BUCKET_REMEDY
-            ),
+        return _bucket_verdict(
+            tok, tok, {"requests": int(n), "padded_token_fraction": tok, "source": "lengths file"},
+            what=f"prompt tokens ({n} requests from the lengths file)",
+            detail=(f"{int(padded) - int(real):,} of {int(padded):,} processed prompt tokens were padding; "
+                    "assuming time ∝ tokens, that share of prefill time is wasted."),
             evidence={"requests": int(n), "real_tokens": int(real), "padded_tokens": int(padded),
-                      "source": "lengths file", "assumption": "time ∝ tokens"},
-        )], metrics, status
+                      "source": "lengths file"},
+        )
 
     # (d) ------------------------------------------------------------------------------------
     def _waves(self, con: duckdb.DuckDBPyConnection, run_id: str, window: int | None) -> tuple[

@@ -33,8 +33,9 @@ from tracekit.check.gate import (
     representative,
 )
 from tracekit.errors import TraceInputError
+from tracekit.lake.catalog import snapshot_id
 from tracekit.sql_text import quote as _q
-from tracekit.store import default_store_path, open_store, resolve_run_id
+from tracekit.store import open_store, resolve_run_id, resolve_store
 
 __all__ = ["CheckConfig", "CheckResult", "load_config", "parse_min_change", "run_check"]
 
@@ -159,7 +160,7 @@ def _title_key(title: str) -> str:
     return re.sub(r"[0-9][0-9.,]*", "#", title)
 
 
-def _explain(con: duckdb.DuckDBPyConnection, store: Path, metrics: list[str], base_run: str, cand_run: str,
+def _explain(con: duckdb.DuckDBPyConnection, store: str | Path, metrics: list[str], base_run: str, cand_run: str,
              chosen: str, dashboard_url: str | None) -> Explanation:
     from tracekit.compare import compare_runs
 
@@ -220,7 +221,7 @@ def run_check(
     runs, an unknown workload or label, and a missing mode.
     """
     cfg = config or CheckConfig()
-    path = Path(store) if store is not None else default_store_path()
+    path = resolve_store(store)
     cands = list(dict.fromkeys(candidates or []))
     bases = list(dict.fromkeys(baselines or []))
     if history is not None and (cands or bases or baseline_label):
@@ -275,12 +276,15 @@ def run_check(
         note = _hardware_note(con, run_info, cands, bases)
         if note:
             notes.insert(0, note)
+        snapshot = snapshot_id(con) if isinstance(path, str) else None
+        if snapshot is not None:  # a lake: the snapshot read, so the alert can be reproduced
+            notes.append(f"read lake snapshot {snapshot} (reproduce with ATTACH … (SNAPSHOT_VERSION {snapshot}))")
         if history is not None:
             return _history_check(con, path, history, all_runs, cfg, dashboard_url, run_info, notes)
         return _pr_check(con, path, cands, bases, cfg, dashboard_url, run_info, notes)
 
 
-def _pr_check(con: duckdb.DuckDBPyConnection, path: Path, cands: list[str], bases: list[str], cfg: CheckConfig,
+def _pr_check(con: duckdb.DuckDBPyConnection, path: str | Path, cands: list[str], bases: list[str], cfg: CheckConfig,
               dashboard_url: str | None, run_info: dict[str, dict[str, Any]], notes: list[str]) -> CheckResult:
     cand_s, base_s = _series(con, cands), _series(con, bases)
     rules = _rules(cfg, cand_s, base_s)
@@ -306,7 +310,7 @@ def _pr_check(con: duckdb.DuckDBPyConnection, path: Path, cands: list[str], base
                        runs=run_info, notes=notes, dashboard_url=dashboard_url)
 
 
-def _history_check(con: duckdb.DuckDBPyConnection, path: Path, workload: str, runs: list[str], cfg: CheckConfig,
+def _history_check(con: duckdb.DuckDBPyConnection, path: str | Path, workload: str, runs: list[str], cfg: CheckConfig,
                    dashboard_url: str | None, run_info: dict[str, dict[str, Any]], notes: list[str]) -> CheckResult:
     series = _series(con, runs)
     rules = _rules(cfg, series)

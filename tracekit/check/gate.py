@@ -16,7 +16,6 @@ from __future__ import annotations
 import math
 import re
 import statistics
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -26,6 +25,7 @@ from tracekit.check.stats import (
     TWO_SAMPLE_TESTS,
     ChangePointDetector,
 )
+from tracekit.config_toml import field_types, read_toml, typed_value, unknown_keys
 from tracekit.errors import TraceInputError
 
 Verdict = Literal["regression", "improvement", "unchanged", "not significant", "missing"]
@@ -122,10 +122,8 @@ class CheckConfig:
                 "config": self.source}
 
 
-#: The ``[check]`` table's keys and their TOML types (``min_change``: :func:`parse_min_change`).
-_CHECK_KEYS = {"alpha": float, "test": str, "min_change": None, "detector": str, "p_value": float,
-               "permutations": int, "min_size": int, "window": int, "alert_window": int,
-               "baseline_limit": int}
+#: The ``[check]`` table's keys and the type of each (``min_change``: :func:`parse_min_change`).
+_CHECK_KEYS = field_types(CheckConfig, exclude=frozenset({"metrics", "source"}))
 
 
 def load_config(path: str | Path | None) -> CheckConfig:
@@ -146,15 +144,10 @@ def load_config(path: str | Path | None) -> CheckConfig:
     if path is None:
         return CheckConfig()
     p = Path(path)
-    try:
-        doc = tomllib.loads(p.read_text())
-    except OSError as exc:
-        raise TraceInputError(p, f"cannot read: {exc.strerror or exc}") from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise TraceInputError(p, f"not valid TOML: {exc}") from None
-    unknown = set(doc) - {"check", "metrics"}
+    doc = read_toml(p, TraceInputError)
+    unknown = unknown_keys(doc, {"check", "metrics"})
     if unknown:
-        raise TraceInputError(p, f"unknown table(s) {', '.join(sorted(unknown))} (expected [check], [metrics.NAME])")
+        raise TraceInputError(p, f"unknown table(s) {', '.join(unknown)} (expected [check], [metrics.NAME])")
     try:
         cfg = CheckConfig(**_check_table(doc.get("check", {})), metrics=_metrics_tables(doc.get("metrics")),
                           source=str(p))
@@ -175,12 +168,7 @@ def _check_table(section: object) -> dict[str, Any]:
         if key == "min_change":
             settings[key] = parse_min_change(value, "[check] min_change")
             continue
-        kind = _CHECK_KEYS[key]
-        if kind is float and isinstance(value, int) and not isinstance(value, bool):
-            value = float(value)
-        if not isinstance(value, kind) or isinstance(value, bool):  # type: ignore[arg-type]
-            raise TypeError(f"[check] {key}: expected a {kind.__name__}, got {value!r}")  # type: ignore[union-attr]
-        settings[key] = value
+        settings[key] = typed_value(value, _CHECK_KEYS[key], f"[check] {key}")
     return settings
 
 

@@ -74,10 +74,22 @@ class TwoSampleTest(Strategy):
     """Base class of the two-sample tests (stateless), registered in :data:`TWO_SAMPLE_TESTS`."""
 
     registry: ClassVar[dict[str, type[Any]]] = {}
+    #: Fewest runs a side needs: with fewer the result is p = 1, statistic NaN, method ``too_few``.
+    min_runs: ClassVar[int] = 1
+    too_few: ClassVar[str] = "no data"
 
     def test(self, baseline: Sequence[float], candidate: Sequence[float],
              alternative: Alternative) -> TwoSampleResult:
         """p-value of the candidate being greater (or less) than the baseline."""
+        x = np.asarray(candidate, dtype=float)
+        y = np.asarray(baseline, dtype=float)
+        if len(x) < self.min_runs or len(y) < self.min_runs:
+            return TwoSampleResult(math.nan, 1.0, self.too_few)
+        return self.compare(x, y, alternative)
+
+    def compare(self, x: np.ndarray, y: np.ndarray, alternative: Alternative) -> TwoSampleResult:
+        """The test proper on the candidate's values ``x`` and the baseline's ``y`` (each side has
+        at least ``min_runs``)."""
         raise NotImplementedError
 
 
@@ -174,13 +186,8 @@ def u_null_counts(n1: int, n2: int) -> np.ndarray:
 class MannWhitneyU(TwoSampleTest, name="mann-whitney"):
     description = "Mann–Whitney U (rank test; exact p without ties, else exact/normal with tie correction)"
 
-    def test(self, baseline: Sequence[float], candidate: Sequence[float],
-             alternative: Alternative) -> TwoSampleResult:
-        x = np.asarray(candidate, dtype=float)
-        y = np.asarray(baseline, dtype=float)
+    def compare(self, x: np.ndarray, y: np.ndarray, alternative: Alternative) -> TwoSampleResult:
         n1, n2 = len(x), len(y)
-        if n1 == 0 or n2 == 0:
-            return TwoSampleResult(math.nan, 1.0, "no data")
         ranks = _rank(np.concatenate([x, y]))
         u = float(ranks[:n1].sum() - n1 * (n1 + 1) / 2.0)
         ties = len(np.unique(ranks)) < n1 + n2
@@ -209,14 +216,11 @@ class MannWhitneyU(TwoSampleTest, name="mann-whitney"):
 
 class WelchT(TwoSampleTest, name="welch"):
     description = "Welch's t (unequal variances, Welch–Satterthwaite df; assumes near-normal run values)"
+    min_runs = 2
+    too_few = "too few runs (needs ≥ 2 per side)"
 
-    def test(self, baseline: Sequence[float], candidate: Sequence[float],
-             alternative: Alternative) -> TwoSampleResult:
-        x = np.asarray(candidate, dtype=float)
-        y = np.asarray(baseline, dtype=float)
+    def compare(self, x: np.ndarray, y: np.ndarray, alternative: Alternative) -> TwoSampleResult:
         n1, n2 = len(x), len(y)
-        if n1 < 2 or n2 < 2:
-            return TwoSampleResult(math.nan, 1.0, "too few runs (needs ≥ 2 per side)")
         v1, v2 = float(x.var(ddof=1)) / n1, float(y.var(ddof=1)) / n2
         diff = float(x.mean() - y.mean()) * (1.0 if alternative == "greater" else -1.0)
         if v1 + v2 == 0.0:

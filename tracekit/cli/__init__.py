@@ -16,11 +16,11 @@ def entry() -> None:
     """Console-script entry point: read ahead for ``ingest``, then run the Typer app; an
     ``ingest`` ends with ``os._exit`` once its output is flushed
     (:func:`tracekit.cli.startup.exit_without_teardown`)."""
-    from tracekit.cli.startup import exit_without_teardown, read_ahead_for
+    from tracekit.cli.startup import exit_without_teardown, start
 
-    is_ingest = read_ahead_for(sys.argv[1:])
+    started = start(sys.argv[1:])
     cli = importlib.import_module("tracekit.cli.main")
-    if not is_ingest:
-        cli.main()
+    if not started.is_ingest:
+        cli.main(started)
         return
-    exit_without_teardown(cli.main)
+    exit_without_teardown(lambda: cli.main(started))

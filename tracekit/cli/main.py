@@ -20,14 +20,19 @@ from typing import TYPE_CHECKING, Annotated, Any, NamedTuple, Self, cast
 import typer
 
 from tracekit import __version__
-from tracekit.cli.params import BadValue, OneLineErrorsGroup, choice, either, int_range
+from tracekit.cli.lake import lake_app
+from tracekit.cli.params import BadValue, OneLineErrorsGroup, choice, either, int_range, option_group
 from tracekit.errors import TracekitError
 
 if TYPE_CHECKING:  # pragma: no cover
     from rich.console import Console
 
+    from tracekit.check import CheckResult
+    from tracekit.check.gate import CheckConfig
+    from tracekit.cli.startup import Startup
     from tracekit.collectors.capture import CaptureResult, CaptureStatus
     from tracekit.collectors.load import LoadSpec
+    from tracekit.store import StoreLocation
 
 app = typer.Typer(
     name="tracekit",
@@ -38,12 +43,15 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
+app.add_typer(lake_app, name="lake")
 
 
-def _default_store_path() -> Path:
-    from tracekit.store import default_store_path  # DuckDB loads here, not at start-up
+def _store(store: str | None) -> "StoreLocation":
+    """The store a command uses: ``--store``, else ``$TRACEKIT_STORE`` or ./tracekit.duckdb; a
+    lake URL stays text (:func:`tracekit.store.resolve_store`)."""
+    from tracekit.store import resolve_store  # DuckDB loads here, not at start-up
 
-    return default_store_path()
+    return resolve_store(store)
 
 
 class _LazyConsole:
@@ -72,11 +80,13 @@ out = cast("Console", _out)
 err = cast("Console", _err)
 
 StoreOpt = Annotated[
-    Path | None,
+    str | None,
     typer.Option(
         "--store",
         envvar="TRACEKIT_STORE",
-        help="DuckDB store file (default: ./tracekit.duckdb, or $TRACEKIT_STORE).",
+        help="DuckDB store file (default: ./tracekit.duckdb, or $TRACEKIT_STORE), or a team lake: "
+        "lake:postgresql://[USER@]HOST[:PORT]/DB?data=DIR_OR_S3_URL or lake:sqlite:///CATALOG?data=DIR "
+        "(docs/team-store.md).",
         show_default=False,
     ),
 ]
@@ -123,10 +133,10 @@ class ModelChoice(NamedTuple):
     """``--model``, ``--tp``, ``--weights``, ``--kv-cache`` (ingest, analyze, capture): the model a
     run served, attached to its runs after they are stored."""
 
-    model: str | None = None
-    tp: int | None = None
-    weights: str | None = None
-    kv_cache: str | None = None
+    model: ModelOpt = None
+    tp: TpOpt = None
+    weights: WeightsOpt = None
+    kv_cache: KvCacheOpt = None
 
     def check(self) -> None:
         """Refuse a bad choice before anything is written (``--tp`` is checked by the parser)."""
@@ -141,7 +151,7 @@ class ModelChoice(NamedTuple):
         except models.ModelError as exc:
             fail(str(exc) if str(exc).startswith(self.model) else f"{self.model}: {exc}")
 
-    def attach(self, run_ids: Sequence[str], store: Path | None) -> None:
+    def attach(self, run_ids: Sequence[str], store: str | Path | None) -> None:
         """Attach the model to ``run_ids`` (nothing without ``--model``), saying so on stderr."""
         if self.model is None:
             return
@@ -151,6 +161,10 @@ class ModelChoice(NamedTuple):
             got = attach_model(rid, self.model, store, tp=self.tp, weights=self.weights, kv_cache=self.kv_cache)
             err.print(f"{rid}: model {got['model']} ({got['origin']}), TP {got['tensor_parallel']} "
                       f"({got['tp_source']})", markup=False)
+
+
+#: No ``--model``: what a command's ``model_choice`` holds when called from Python without one.
+NO_MODEL = ModelChoice()
 
 
 def fail(message: str, code: int = 2) -> None:
@@ -196,7 +210,9 @@ def _parse_when(text: str) -> dt.datetime:
 
 
 @app.command()
-def ingest(
+@option_group("model_choice", ModelChoice)
+def ingest(  # noqa: PLR0913 - one parameter per CLI option
+    ctx: typer.Context,
     paths: Annotated[
         list[Path],
         typer.Argument(
@@ -246,10 +262,15 @@ def ingest(
             "side), which is refused by default.",
         ),
     ] = False,
-    model: ModelOpt = None,
-    tp: TpOpt = None,
-    weights: WeightsOpt = None,
-    kv_cache: KvCacheOpt = None,
+    jobs: Annotated[
+        int,
+        typer.Option(
+            "--jobs", "-j", min=0, max=64,
+            help="Parse this many runs at once in separate processes (0: one per core), then store them "
+            "in one transaction; each process may use TRACEKIT_MEMORY_LIMIT.",
+        ),
+    ] = 1,
+    model_choice: ModelChoice = NO_MODEL,
 ) -> None:
     """Ingest traces into the store (one transaction) and print the run id of each PATH.
 
@@ -258,12 +279,13 @@ def ingest(
     from tracekit.ingest import ingest as do_ingest
     from tracekit.store import lock_wait_notice
 
-    model_choice = ModelChoice(model, tp, weights, kv_cache)
+    read_ahead = getattr(ctx.obj, "read_ahead", None)  # what cli/startup.py started
+
     model_choice.check()
     tags = _parse_tags(tag)
     when = _parse_when(captured_at) if captured_at is not None else None
     show_progress = not as_json and err.is_terminal
-    store_path = store if store is not None else _default_store_path()
+    store_path = _store(store)
     found: dict[str, tuple[str, list[str], list[tuple[Any, ...]]]] = {}
     summarize = None
     if not as_json:
@@ -311,12 +333,13 @@ def ingest(
                     on_start=lambda total: prog.update(task, total=total),
                     python_events=python_events, captured_at=when,
                     on_lock_wait=lambda: err.print(lock_wait_notice(store_path), markup=False),
-                    before_commit=summarize, one_run=one_run,
+                    before_commit=summarize, one_run=one_run, read_ahead=read_ahead, jobs=jobs,
                 )
         else:
             results = do_ingest(
                 paths, store_path, label=label, workload=workload, tags=tags, format_name=format_name,
                 python_events=python_events, captured_at=when, before_commit=summarize, one_run=one_run,
+                read_ahead=read_ahead, jobs=jobs,
                 # on stderr in every mode (--json too: stdout carries only the JSON)
                 on_lock_wait=lambda: print(lock_wait_notice(store_path), file=sys.stderr, flush=True),
             )
@@ -545,6 +568,7 @@ def query(
 
 
 @app.command()
+@option_group("model_choice", ModelChoice)
 def analyze(
     run_ids: Annotated[list[str] | None, typer.Argument(help="Run ids to analyze.", show_default=False)] = None,
     store: StoreOpt = None,
@@ -561,19 +585,15 @@ def analyze(
             "attached to the one RUN given, for the sequence-bucket padding analysis.",
         ),
     ] = None,
-    model: ModelOpt = None,
-    tp: TpOpt = None,
-    weights: WeightsOpt = None,
-    kv_cache: KvCacheOpt = None,
+    model_choice: ModelChoice = NO_MODEL,
 ) -> None:
     """Run the analyzers on runs, store their findings and metrics, and print the findings.
 
     With --model the model is attached to the RUNs first (replacing an earlier one)."""
     from tracekit.api import analyze_runs, store_token_lengths
 
-    model_choice = ModelChoice(model, tp, weights, kv_cache)
     model_choice.check()
-    if model is not None and not run_ids:
+    if model_choice.model is not None and not run_ids:
         fail("--model: give the RUN ids it applies to")
     if not run_ids and not all_runs:
         fail("give one or more RUN ids, or --all")
@@ -749,7 +769,11 @@ def compare(
     if fmt == "csv":
         _emit(cat_cols, cat_rows, "csv")
         return
-    hw = _hardware_note(res["a"], res["b"], store)
+    try:
+        hw = _hardware_note(res["a"], res["b"], store)
+    except TracekitError as exc:  # a bad $TRACEKIT_HARDWARE file
+        fail(str(exc))
+        return
     if hw:
         err.print(hw, markup=False)
     _emit(cat_cols, cat_rows, "table", title=f"A = {run_a}, B = {run_b}: device time per category")
@@ -764,12 +788,12 @@ def compare(
         _emit(s_cols, s_rows, "table", title="serving: request latency, throughput and cost per token")
 
 
-def _hardware_note(a: str, b: str, store: Path | None) -> str | None:
+def _hardware_note(a: str, b: str, store: str | None) -> str | None:
     """A warning when runs A and B ran on different hardware (the catalog devices)."""
     from tracekit.analysis.hardware import run_device
     from tracekit.store import open_store
 
-    path = store if store is not None else _default_store_path()
+    path = _store(store)
     with open_store(path, read_only=True) as con:
         names = []
         for rid in (a, b):
@@ -825,8 +849,62 @@ def _server_kind(value: tuple[str, str] | None) -> tuple[str, str] | None:
     return value
 
 
+class LoadOptions(NamedTuple):
+    """``tracekit capture``'s ``--load URL`` and the options that shape the load it drives (the
+    command line's options: see :func:`tracekit.cli.params.option_group`)."""
+
+    url: Annotated[
+        str | None,
+        typer.Option("--load", help="Drive load at this OpenAI-compatible server URL (streaming) during "
+                     "the capture and store the window's requests (TTFT, TPOT, tokens/s) with the run."),
+    ] = None
+    prompts: Annotated[
+        Path | None, typer.Option(help="Load: prompts file (a prompt per line, or JSONL).")
+    ] = None
+    prompt_tokens: Annotated[
+        str, typer.Option(help="Load: generated prompt length distribution, e.g. fixed:128, "
+                          "uniform:32:512, normal:256:64, lognormal:256:0.5 (tokens).")
+    ] = "fixed:128"
+    max_tokens: Annotated[int, typer.Option(help="Load: output tokens per request.")] = 128
+    concurrency: Annotated[
+        int | None, typer.Option(help="Load: closed-loop clients (default 4 unless --rate).", show_default=False)
+    ] = None
+    rate: Annotated[
+        float | None, typer.Option(help="Load: Poisson request rate, requests/s.", show_default=False)
+    ] = None
+    served_model: Annotated[
+        str | None, typer.Option(help="Load: model name to send in requests (default: the server's first).")
+    ] = None
+    endpoint: Annotated[str, typer.Option(help="Load: completions or chat.",
+                                          callback=choice("completions", "chat"))] = "completions"
+
+    def spec(self, duration: float | None, warmup: float, ready_timeout: float) -> "LoadSpec | None":
+        """The load driver's spec (None without ``--load``); ``--load`` needs a ``--duration``.
+        Times in seconds."""
+        if self.url is None:
+            return None
+        from tracekit.collectors.load import LoadSpec
+
+        if duration is None:
+            fail("--load needs --duration (the window the load and the capture share)")
+        return LoadSpec(
+            # ended by the capture when its window closes (the window opens only once a process
+            # is profiling, which can take a while): the duration is just a bound
+            url=self.url, duration_s=warmup + (duration or 0) + ready_timeout + 3600.0,
+            concurrency=self.concurrency if self.concurrency is not None or self.rate is not None else 4,
+            rate_rps=self.rate, prompts_file=self.prompts, prompt_tokens=self.prompt_tokens,
+            max_tokens=self.max_tokens, model=self.served_model, endpoint=self.endpoint,  # type: ignore[arg-type]
+        )
+
+
+#: No ``--load``.
+NO_LOAD = LoadOptions()
+
+
 @app.command(context_settings={"allow_interspersed_args": False})
-def capture(
+@option_group("model_choice", ModelChoice)
+@option_group("load_options", LoadOptions)
+def capture(  # noqa: PLR0913 - one parameter per CLI option
     command: Annotated[
         list[str] | None,
         typer.Argument(help="The workload or server to run, after '--' (with --backend).", show_default=False),
@@ -879,30 +957,7 @@ def capture(
     counters: Annotated[
         str | None, typer.Option(help="rocprof: counter preset stalls, memory or roofline (see docs/capture.md).")
     ] = None,
-    load: Annotated[
-        str | None,
-        typer.Option(help="Drive load at this OpenAI-compatible server URL (streaming) during the capture "
-                     "and store the window's requests (TTFT, TPOT, tokens/s) with the run."),
-    ] = None,
-    prompts: Annotated[
-        Path | None, typer.Option(help="Load: prompts file (a prompt per line, or JSONL).")
-    ] = None,
-    prompt_tokens: Annotated[
-        str, typer.Option(help="Load: generated prompt length distribution, e.g. fixed:128, "
-                          "uniform:32:512, normal:256:64, lognormal:256:0.5 (tokens).")
-    ] = "fixed:128",
-    max_tokens: Annotated[int, typer.Option(help="Load: output tokens per request.")] = 128,
-    concurrency: Annotated[
-        int | None, typer.Option(help="Load: closed-loop clients (default 4 unless --rate).", show_default=False)
-    ] = None,
-    rate: Annotated[
-        float | None, typer.Option(help="Load: Poisson request rate, requests/s.", show_default=False)
-    ] = None,
-    served_model: Annotated[
-        str | None, typer.Option(help="Load: model name to send in requests (default: the server's first).")
-    ] = None,
-    endpoint: Annotated[str, typer.Option(help="Load: completions or chat.",
-                                          callback=choice("completions", "chat"))] = "completions",
+    load_options: LoadOptions = NO_LOAD,
     ready_timeout: Annotated[
         float, typer.Option(help="Seconds to wait for the server to accept connections.")
     ] = 120.0,
@@ -914,10 +969,7 @@ def capture(
         bool, typer.Option("--analyze/--no-analyze", help="Run the analyzers on the new run.")
     ] = True,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON for scripts.")] = False,
-    model: ModelOpt = None,
-    tp: TpOpt = None,
-    weights: WeightsOpt = None,
-    kv_cache: KvCacheOpt = None,
+    model_choice: ModelChoice = NO_MODEL,
 ) -> None:
     """Capture a window of a workload or serving run, ingest it as one run, and print its findings.
 
@@ -936,9 +988,7 @@ def capture(
     from tracekit.collectors.capture import CaptureSpec, capture_and_ingest
 
     tags = _parse_tags(tag)
-    model_choice = ModelChoice(model, tp, weights, kv_cache)
     model_choice.check()
-    load_options = LoadOptions(load, prompts, prompt_tokens, max_tokens, concurrency, rate, served_model, endpoint)
     spec = CaptureSpec(
         command=list(command or []), backend=backend,  # type: ignore[arg-type]
         attach=attach, server=server[0] if server else None,  # type: ignore[arg-type]
@@ -947,7 +997,7 @@ def capture(
         counters=counters, load=load_options.spec(duration, warmup, ready_timeout), ready_timeout_s=ready_timeout,
     )
     stop = threading.Event()
-    store_path = store if store is not None else _default_store_path()
+    store_path = _store(store)
     display = _CaptureDisplay(store_path, duration, with_load=spec.load is not None,
                               live=err.is_terminal and not as_json)
     try:
@@ -958,7 +1008,7 @@ def capture(
         result.timings["ingesting"] = time.monotonic() - display.ingest_started
         model_choice.attach([run.run_id], store_path)
         findings = None
-        if analyze_run and (run.created or model is not None):
+        if analyze_run and (run.created or model_choice.model is not None):
             from tracekit.api import analyze_runs
 
             t0 = time.monotonic()
@@ -970,42 +1020,13 @@ def capture(
     _print_capture(result, run, findings, store_path, with_load=spec.load is not None, as_json=as_json)
 
 
-class LoadOptions(NamedTuple):
-    """``tracekit capture``'s ``--load URL`` and the options that shape the load it drives."""
-
-    url: str | None
-    prompts: Path | None
-    prompt_tokens: str
-    max_tokens: int
-    concurrency: int | None
-    rate: float | None
-    served_model: str | None
-    endpoint: str
-
-    def spec(self, duration: float | None, warmup: float, ready_timeout: float) -> "LoadSpec | None":
-        """The load driver's spec (None without ``--load``); ``--load`` needs a ``--duration``.
-        Times in seconds."""
-        if self.url is None:
-            return None
-        from tracekit.collectors.load import LoadSpec
-
-        if duration is None:
-            fail("--load needs --duration (the window the load and the capture share)")
-        return LoadSpec(
-            # ended by the capture when its window closes (the window opens only once a process
-            # is profiling, which can take a while): the duration is just a bound
-            url=self.url, duration_s=warmup + (duration or 0) + ready_timeout + 3600.0,
-            concurrency=self.concurrency if self.concurrency is not None or self.rate is not None else 4,
-            rate_rps=self.rate, prompts_file=self.prompts, prompt_tokens=self.prompt_tokens,
-            max_tokens=self.max_tokens, model=self.served_model, endpoint=self.endpoint,  # type: ignore[arg-type]
-        )
 
 
 class _CaptureDisplay:
     """The one-line live status of a capture on a terminal (``live``), and when ingest began
     (``ingest_started``, monotonic s) for the timings."""
 
-    def __init__(self, store_path: Path, duration: float | None, *, with_load: bool, live: bool) -> None:
+    def __init__(self, store_path: "StoreLocation", duration: float | None, *, with_load: bool, live: bool) -> None:
         self.store_path = store_path
         self.duration = duration
         self.with_load = with_load
@@ -1045,7 +1066,7 @@ class _CaptureDisplay:
         self._status.update(f"{s.phase} · {s.elapsed_s:.1f} s{window}{reqs}{trace}")
 
 
-def _print_capture(result: "CaptureResult", run: Any, findings: list[dict[str, Any]] | None, store_path: Path,
+def _print_capture(result: "CaptureResult", run: Any, findings: list[dict[str, Any]] | None, store_path: "StoreLocation",
                    *, with_load: bool, as_json: bool) -> None:
     """What a capture did: JSON on stdout, or a summary on stderr and the run id on stdout."""
     window = result.window_requests()
@@ -1140,7 +1161,7 @@ def dashboard(
 
     from tracekit.dashboard import create_app, is_loopback
 
-    store_path = store if store is not None else _default_store_path()
+    store_path = _store(store)
     try:
         dash_app = create_app(store_path)
     except TracekitError as exc:
@@ -1162,7 +1183,7 @@ def dashboard(
 
 
 @app.command()
-def check(
+def check(  # noqa: PLR0913 - one parameter per CLI option
     candidate: Annotated[
         list[str], typer.Option("--candidate", help="Candidate run id; repeat per run (≥ 5 recommended).")
     ] = [],  # noqa: B006
@@ -1237,36 +1258,16 @@ def check(
     tracekit check --candidate C1 --candidate C2 --baseline-label main --min-change 3%
     tracekit check --history llama3-8b-decode --post slack
     """
-    import dataclasses
+    from tracekit.check import run_check
+    from tracekit.check.message import to_json, to_markdown
 
-    from tracekit.check import load_config, parse_min_change, run_check
-    from tracekit.check.gate import validate
-    from tracekit.check.message import to_json, to_markdown, to_slack
-    from tracekit.check.post import post_github, post_slack
-
-    if history is not None and (candidate or baseline or baseline_label):
-        fail("--history: give either --history or --candidate/--baseline runs, not both")
-    if history is None and not candidate:
-        fail("give --candidate RUN (with --baseline RUN or --baseline-label LABEL) or --history WORKLOAD")
-    if history is None and not baseline and baseline_label is None:
-        fail("--candidate: give --baseline RUN (repeat per run) or --baseline-label LABEL")
+    _check_runs_given(candidate, baseline, baseline_label, history)
     try:
         if output is not None:  # a refused --output fails before anything is computed or posted
             from tracekit.outputs import check_output
 
-            check_output(output, store=store if store is not None else _default_store_path(), force=force)
-        cfg = load_config(config)
-        if min_change is not None:
-            try:
-                cfg = dataclasses.replace(cfg, min_change=parse_min_change(min_change, "--min-change"))
-            except ValueError as exc:
-                fail(str(exc))
-        if test is not None:
-            cfg = dataclasses.replace(cfg, test=test)
-            try:
-                validate(cfg)
-            except ValueError as exc:
-                fail(f"--test {exc}")
+            check_output(output, store=_store(store), force=force)
+        cfg = _check_config(config, min_change, test)
         result = run_check(store, candidates=candidate, baselines=baseline, baseline_label=baseline_label,
                            history=history, config=cfg, dashboard_url=dashboard_url)
     except TracekitError as exc:
@@ -1282,11 +1283,55 @@ def check(
         from tracekit.outputs import write_output
 
         try:
-            write_output(output, text, store=store if store is not None else _default_store_path(), force=force)
+            write_output(output, text, store=_store(store), force=force)
         except TracekitError as exc:
             fail(str(exc))
+    if post_on == "always" or result.regression:
+        _post_check(result, markdown, post, repo=repo, pr=pr, comment_key=comment_key)
+    raise typer.Exit(1 if result.regression else 0)
+
+
+def _check_runs_given(candidate: list[str], baseline: list[str], baseline_label: str | None,
+                      history: str | None) -> None:
+    """Refuse a ``tracekit check`` that names no runs to compare, or both tiers at once."""
+    if history is not None and (candidate or baseline or baseline_label):
+        fail("--history: give either --history or --candidate/--baseline runs, not both")
+    if history is None and not candidate:
+        fail("give --candidate RUN (with --baseline RUN or --baseline-label LABEL) or --history WORKLOAD")
+    if history is None and not baseline and baseline_label is None:
+        fail("--candidate: give --baseline RUN (repeat per run) or --baseline-label LABEL")
+
+
+def _check_config(config: Path | None, min_change: str | None, test: str | None) -> "CheckConfig":
+    """The ``--config`` file's gate settings, with ``--min-change`` and ``--test`` put over them."""
+    import dataclasses
+
+    from tracekit.check import load_config, parse_min_change
+    from tracekit.check.gate import validate
+
+    cfg = load_config(config)
+    if min_change is not None:
+        try:
+            cfg = dataclasses.replace(cfg, min_change=parse_min_change(min_change, "--min-change"))
+        except ValueError as exc:
+            fail(str(exc))
+    if test is not None:
+        cfg = dataclasses.replace(cfg, test=test)
+        try:
+            validate(cfg)
+        except ValueError as exc:
+            fail(f"--test {exc}")
+    return cfg
+
+
+def _post_check(result: "CheckResult", markdown: str, post: list[str], repo: str | None, pr: int | None,
+                comment_key: str | None) -> None:
+    """Post a check's message to each ``--post`` destination once, saying where on stderr."""
+    from tracekit.check.message import to_slack
+    from tracekit.check.post import post_github, post_slack
+
     try:
-        for dest in dict.fromkeys(post) if post_on == "always" or result.regression else ():
+        for dest in dict.fromkeys(post):
             if dest == "github":
                 done = post_github(markdown, repo=repo, pr=pr, key=comment_key)
                 err.print(f"github: comment {done.action}" + (f" ({done.url})" if done.url else ""), markup=False)
@@ -1295,17 +1340,16 @@ def check(
                 err.print("slack: message sent", markup=False)
     except TracekitError as exc:
         fail(str(exc))
-    raise typer.Exit(1 if result.regression else 0)
 
 
-def main() -> None:
-    """Run the CLI (what :func:`tracekit.cli.entry` runs; tests run it with ``python -c``)."""
-    from tracekit.cli.startup import fixed_mmap_threshold, read_ahead_for
+def main(started: "Startup | None" = None) -> None:
+    """Run the CLI (what :func:`tracekit.cli.entry` runs, with what it started; tests run it with
+    ``python -c``, and then the read-ahead starts here)."""
+    from tracekit.cli.startup import fixed_mmap_threshold, start
 
     fixed_mmap_threshold()
-    read_ahead_for(sys.argv[1:])  # a no-op when the console script's entry already did
     try:
-        app()
+        app(obj=started if started is not None else start(sys.argv[1:]))
     except KeyboardInterrupt:
         err.print("error: interrupted; the store is unchanged")
         sys.exit(130)

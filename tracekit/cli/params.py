@@ -12,15 +12,17 @@ callbacks rather than Click parameter types, so both work.
 
 from __future__ import annotations
 
+import functools
+import inspect
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, TypeVar
+from typing import Any, TypeVar, get_type_hints
 
 import typer
 from typer.core import TyperGroup
 
-__all__ = ["BadValue", "OneLineErrorsGroup", "choice", "either", "int_range", "usage_line"]
+__all__ = ["BadValue", "OneLineErrorsGroup", "choice", "either", "int_range", "option_group", "usage_line"]
 
 _exceptions = sys.modules[typer.BadParameter.__module__]  # click.exceptions, or Typer's copy of it
 _UsageError: type[Exception] = _exceptions.UsageError
@@ -29,6 +31,7 @@ _NoArgsIsHelp: tuple[type[Exception], ...] = tuple(
     c for c in [getattr(_exceptions, "NoArgsIsHelpError", None)] if c is not None)
 
 T = TypeVar("T")
+R = TypeVar("R")
 
 
 def either(words: Sequence[str]) -> str:
@@ -67,6 +70,33 @@ def int_range(low: int, high: int | None, reason: str) -> Callable[[int | None],
         return value
 
     return check
+
+
+def option_group(param: str, group: type[Any]) -> Callable[[Callable[..., R]], Callable[..., R]]:
+    """A command decorator: the command's parameter ``param`` (typed ``group``, a NamedTuple whose
+    fields are annotated with their ``typer.Option``) stands on the command line as the group's
+    options, in its place and in field order; the command gets them as one ``group`` value.
+
+    For options several commands share (``--model``, ``--tp``, ... of ingest, analyze and capture):
+    declared once, the same help everywhere."""
+
+    def decorate(command: Callable[..., R]) -> Callable[..., R]:
+        sig = inspect.signature(command)
+        fields = [inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=annotation,
+                                    default=group._field_defaults.get(name, inspect.Parameter.empty))
+                  for name, annotation in get_type_hints(group, include_extras=True).items()]
+        params = [p for old in sig.parameters.values() for p in (fields if old.name == param else [old])]
+
+        @functools.wraps(command)
+        def run(**options: Any) -> R:
+            options[param] = group(**{name: options.pop(name) for name in group._fields})
+            return command(**options)
+
+        run.__signature__ = sig.replace(parameters=params)  # type: ignore[attr-defined]  # what Typer reads
+        run.__annotations__ = {p.name: p.annotation for p in params} | {"return": sig.return_annotation}
+        return run
+
+    return decorate
 
 
 def _param_name(param: Any) -> str:

@@ -2,9 +2,11 @@
 points (:func:`tracekit.cli.entry`, :func:`tracekit.cli.main.main`): nothing below the CLI
 depends on them, and the library behaves the same without them.
 
-* :func:`read_ahead_for`: ``tracekit ingest FILE`` starts reading the first Kineto file before
-  Typer, the command definitions and DuckDB load (~0.15 s on which the native scanner's thread
-  runs alongside).
+* :func:`start`: ``tracekit ingest FILE`` starts reading the first Kineto file before Typer, the
+  command definitions and DuckDB load (~0.15 s on which the native scanner's thread runs
+  alongside). The :class:`Startup` it returns is handed to the Typer app (as the click context's
+  ``obj``) and from the ``ingest`` command to :func:`tracekit.ingest.ingest` (``read_ahead=``):
+  passed explicitly, never through a module global.
 * :func:`fixed_mmap_threshold`: glibc's ``mallopt`` through ctypes, so large freed buffers go
   back to the OS (peak RSS).
 * :func:`exit_without_teardown`: an ``ingest`` leaves through ``os._exit`` once its output is
@@ -18,24 +20,42 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from tracekit.parsers.kineto import ReadAhead
 
 
-def read_ahead_for(argv: list[str]) -> bool:
+@dataclass(frozen=True)
+class Startup:
+    """What the entry point found and started before Typer loaded, for the command to use.
+
+    Attributes:
+        is_ingest: The command is ``ingest``.
+        read_ahead: The first Kineto file of an ``ingest``, being read in the background (None
+            when there is none, or the native scanner is off).
+    """
+
+    is_ingest: bool = False
+    read_ahead: ReadAhead | None = None
+
+
+def start(argv: list[str]) -> Startup:
     """``tracekit ingest FILE``: start reading the first Kineto file in the background now,
-    before Typer parses the arguments and DuckDB loads. Speculative: the ingest picks the work up
-    only if it reads the same file; anything else is abandoned at exit. A no-op for other
-    commands. Returns whether the command is ``ingest``."""
+    before Typer parses the arguments and DuckDB loads. Speculative: the ingest uses the work
+    only if it reads the same file (:meth:`ReadAhead.claim`); anything else is stopped by the
+    ingest or abandoned at exit. Nothing is started for other commands."""
     if len(argv) < 2 or argv[0] != "ingest":
-        return False
+        return Startup()
     if any(a == "--format" or a.startswith("--format=") for a in argv) and "kineto" not in argv:
-        return True
+        return Startup(is_ingest=True)
     paths = [a for a in argv[1:] if not a.startswith("-")]
     if not any(a.lower().endswith((".json", ".json.gz")) for a in paths):
-        return True  # no Kineto-looking file: do not even import the Kineto parser (~0.05 s)
+        return Startup(is_ingest=True)  # no Kineto-looking file: do not even import the Kineto parser (~0.05 s)
     from tracekit.parsers.kineto import read_ahead
 
-    read_ahead(paths, "--python-events" in argv)
-    return True
+    return Startup(is_ingest=True, read_ahead=read_ahead(paths, "--python-events" in argv))
 
 
 def fixed_mmap_threshold() -> None:

@@ -34,14 +34,14 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def check_store(store: str | Path) -> Path:
-    """The store path, after checking that it opens read-only as a tracekit store."""
+def check_store(store: str | Path) -> str | Path:
+    """The store (a file, or a lake URL), after checking that it opens read-only as a tracekit store."""
     import sys
 
-    from tracekit.store import close, connect, lock_wait_notice
+    from tracekit.store import close, connect, lock_wait_notice, resolve_store
 
-    path = Path(store)
-    if not path.exists():
+    path = resolve_store(store)
+    if isinstance(path, Path) and not path.exists():
         raise StoreError(path, "no such store (ingest a trace first, or pass --store)")
     close(connect(path, read_only=True, on_wait=lambda: print(lock_wait_notice(path), file=sys.stderr)))
     return path

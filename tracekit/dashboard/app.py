@@ -37,7 +37,7 @@ from tracekit import formatting as fmt
 from tracekit.dashboard import data
 from tracekit.errors import StoreLockedError, TracekitError
 from tracekit.names import short_kernel_names
-from tracekit.store import close, connect, open_store
+from tracekit.store import close, connect, open_store, resolve_store
 
 #: Seconds a page waits for the store while an ingest (the one writer) holds it, before it shows
 #: :data:`BUSY_MESSAGE` instead of hanging; TRACEKIT_DASHBOARD_LOCK_TIMEOUT overrides it.
@@ -444,7 +444,7 @@ def page_run(con: duckdb.DuckDBPyConnection, params: dict[str, list[str]]) -> li
 # Compare
 
 
-def page_compare(con: duckdb.DuckDBPyConnection, params: dict[str, list[str]], store: Path) -> list[Any]:
+def page_compare(con: duckdb.DuckDBPyConnection, params: dict[str, list[str]], store: str | Path) -> list[Any]:
     from tracekit.compare import compare_runs
 
     choices = data.run_choices(con)
@@ -543,7 +543,7 @@ def render_page(store: str | Path, pathname: str | None, search: str | None) -> 
                 return page_weekly(con, params)
             if path == "/run":
                 return page_run(con, params)
-            return page_compare(con, params, Path(store))
+            return page_compare(con, params, store)
         finally:
             close(con)
     except StoreLockedError:
@@ -565,8 +565,9 @@ def _to_url(keys: tuple[str, ...]) -> Callable[..., str]:
 
 
 def create_app(store: str | Path) -> dash.Dash:
-    """The dashboard over the store at ``store`` (opened read-only for each page render)."""
-    store_path = Path(store)
+    """The dashboard over the store at ``store`` (a file or a lake URL, opened read-only for each
+    page render)."""
+    store_path = resolve_store(store)
     app = dash.Dash(__name__, title="tracekit", update_title="", suppress_callback_exceptions=True,
                     serve_locally=True)
     app.index_string = _index_string()

@@ -28,6 +28,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "_json_text.h"
+
 /* ------------------------------------------------------------------------------------------ */
 /* Arrow C data interface (https://arrow.apache.org/docs/format/CDataInterface.html)          */
 
@@ -579,25 +581,6 @@ static int render_double_as(const char *s, const char *e, char *out, int nested)
     return (int)(o - out);
 }
 
-typedef struct {
-    char *data;
-    int64_t len, cap;
-} Buf;
-
-static int buf_put(Buf *b, const char *s, int64_t n) {
-    if (b->len + n > b->cap) {
-        int64_t nc = b->cap ? b->cap * 2 : 256;
-        while (nc < b->len + n) nc *= 2;
-        char *d = realloc(b->data, nc);
-        if (!d) return -1;
-        b->data = d;
-        b->cap = nc;
-    }
-    memcpy(b->data + b->len, s, (size_t)n);
-    b->len += n;
-    return 0;
-}
-
 /* JSON string contents re-escaped the way DuckDB (yyjson) writes them */
 static int put_json_string(Buf *b, const char *s, const char *e, int esc, Buf *scratch) {
     const char *u = s;
@@ -612,30 +595,7 @@ static int put_json_string(Buf *b, const char *s, const char *e, int esc, Buf *s
         n = unescape(s, e, scratch->data);
         u = scratch->data;
     }
-    if (buf_put(b, "\"", 1)) return -1;
-    int64_t run = 0;
-    for (int64_t i = 0; i < n; i++) {
-        unsigned char ch = (unsigned char)u[i];
-        if (ch >= 0x20 && ch != '"' && ch != '\\') continue;
-        if (buf_put(b, u + run, i - run)) return -1;
-        run = i + 1;
-        char t[8];
-        int k = 2;
-        t[0] = '\\';
-        switch (ch) {
-            case '"': t[1] = '"'; break;
-            case '\\': t[1] = '\\'; break;
-            case '\b': t[1] = 'b'; break;
-            case '\f': t[1] = 'f'; break;
-            case '\n': t[1] = 'n'; break;
-            case '\r': t[1] = 'r'; break;
-            case '\t': t[1] = 't'; break;
-            default: k = snprintf(t, sizeof t, "\\u%04X", ch); break;
-        }
-        if (buf_put(b, t, k)) return -1;
-    }
-    if (buf_put(b, u + run, n - run)) return -1;
-    return buf_put(b, "\"", 1);
+    return put_json_str(b, u, n, JSON_HEX_UPPER);
 }
 
 /* an array/object value, minified, numbers and strings re-rendered (already validated) */

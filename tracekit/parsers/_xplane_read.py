@@ -56,7 +56,7 @@ import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import duckdb
 import numpy as np
@@ -64,15 +64,16 @@ from google.protobuf.message import DecodeError
 
 from tracekit.errors import ConfigError, TraceInputError
 from tracekit.limits import InputLimitError, check_temp_space, event_too_long, max_event_bytes, temp_dir
+from tracekit.parsers import native
 from tracekit.parsers._io import GZIP_MAGIC, iter_decompressed
 from tracekit.parsers.base import DeviceInfo, IngestContext, RankInfo
 from tracekit.parsers.proto import hlo_subset_pb2, xplane_pb2
 from tracekit.parsers.store_writer import create_temp_table, insert_batch, insert_rows
 
-try:  # C helper built by setup.py when a compiler is present; else protobuf's wrappers
+if TYPE_CHECKING:
     from tracekit.parsers import _xplane_wire as _wire
-except ImportError:  # pragma: no cover - depends on the build
-    _wire = None  # type: ignore[assignment]
+else:  # the C helper when setup.py built it, else None: wire_enabled() says whether it is used
+    _wire = native.built("_xplane_wire")
 
 _METADATA_ID = operator.attrgetter("metadata_id")
 
@@ -272,8 +273,9 @@ class DecodedSpace:
 
 
 def wire_enabled() -> bool:
-    """True when the C helper is built and not turned off with ``TRACEKIT_PURE_PYTHON=1``."""
-    return _wire is not None and os.environ.get("TRACEKIT_PURE_PYTHON", "") in ("", "0")
+    """True when the C helper is built and not turned off with ``TRACEKIT_PURE_PYTHON=1``
+    (:func:`tracekit.parsers.native.load` chooses)."""
+    return native.load("_xplane_wire") is not None
 
 
 def decode_xspace(path: Path) -> DecodedSpace:
@@ -708,9 +710,9 @@ SELECT
     CAST(round(TRY_CAST(b.device_offset_ps AS DOUBLE) / 1000) AS BIGINT) AS device_start_ns,
     CAST(round(TRY_CAST(b.device_duration_ps AS DOUBLE) / 1000) AS BIGINT) AS device_dur_ns,
     b.metadata_id AS op_metadata_id,
-    coalesce(b.hlo_module, m.hlo_module) AS hlo_module,
+    coalesce(CAST(b.hlo_module AS VARCHAR), CAST(m.hlo_module AS VARCHAR)) AS hlo_module,
     m.hlo_category AS hlo_category,
-    coalesce(CAST(b.program_id AS VARCHAR), m.program_id) AS program_id,
+    coalesce(CAST(b.program_id AS VARCHAR), CAST(m.program_id AS VARCHAR)) AS program_id,
     m.flops AS flops,
     m.model_flops AS model_flops,
     m.bytes_accessed AS bytes_accessed,

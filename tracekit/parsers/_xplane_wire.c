@@ -27,10 +27,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-typedef struct {
-    char *v;
-    Py_ssize_t n, cap;
-} Buf;
+#include "_json_text.h"
+
 
 static int grow(void **p, Py_ssize_t *cap, Py_ssize_t need, size_t width) {
     if (need <= *cap) return 0;
@@ -43,14 +41,7 @@ static int grow(void **p, Py_ssize_t *cap, Py_ssize_t need, size_t width) {
     return 0;
 }
 
-static int put(Buf *b, const char *s, Py_ssize_t n) {
-    if (grow((void **)&b->v, &b->cap, b->n + n, 1)) return -1;
-    memcpy(b->v + b->n, s, (size_t)n);
-    b->n += n;
-    return 0;
-}
-
-static int put_i64(Buf *b, int64_t x) { return put(b, (const char *)&x, sizeof x); }
+static int put_i64(Buf *b, int64_t x) { return buf_put(b, (const char *)&x, sizeof x); }
 
 /* varint at *pp (< end): value in *out; 0 ok, -1 malformed */
 static int varint(const uint8_t **pp, const uint8_t *end, uint64_t *out) {
@@ -117,12 +108,12 @@ static int put_varint(Buf *b, uint64_t v) {
         v >>= 7;
         tmp[n++] = (char)(v ? byte | 0x80 : byte);
     } while (v);
-    return put(b, tmp, n);
+    return buf_put(b, tmp, n);
 }
 
 /* key + length + payload of a length-delimited field */
 static int put_message(Buf *b, uint32_t field, const char *s, Py_ssize_t n) {
-    return put_varint(b, ((uint64_t)field << 3) | 2) || put_varint(b, (uint64_t)n) || put(b, s, n);
+    return put_varint(b, ((uint64_t)field << 3) | 2) || put_varint(b, (uint64_t)n) || buf_put(b, s, n);
 }
 
 /* Strict UTF-8 (no overlong forms, no surrogates, at most U+10FFFF), as protobuf checks proto3
@@ -173,7 +164,7 @@ static int strip_line(const uint8_t *p, const uint8_t *end, Buf *out, Py_ssize_t
         if (f == 4 && wt == 2) {
             if (check_message(s, e, 1) < 0) return -1;
             (*n_events)++;
-        } else if (put(out, (const char *)at, p - at)) {
+        } else if (buf_put(out, (const char *)at, p - at)) {
             return -2;
         }
         at = p;
@@ -198,7 +189,7 @@ static PyObject *split_space(PyObject *m, PyObject *arg) {
     if (!planes) goto done;
     while (!bad && (r = next_field(&p, end, &f, &wt, &s, &e, &val)) == 1) {
         if (f != 1 || wt != 2) { /* hostnames, errors, ...: as they are */
-            if (put(&out, (const char *)at, p - at)) bad = -2;
+            if (buf_put(&out, (const char *)at, p - at)) bad = -2;
             at = p;
             continue;
         }
@@ -206,7 +197,7 @@ static PyObject *split_space(PyObject *m, PyObject *arg) {
         PyObject *lines = PyList_New(0);
         if (!lines || PyList_Append(planes, lines) < 0) { Py_XDECREF(lines); goto done; }
         Py_DECREF(lines);
-        plane.n = 0;
+        plane.len = 0;
         const uint8_t *q = s, *qat = s;
         uint32_t f2;
         int wt2, r2;
@@ -214,22 +205,22 @@ static PyObject *split_space(PyObject *m, PyObject *arg) {
         uint64_t v2 = 0;
         while (!bad && (r2 = next_field(&q, e, &f2, &wt2, &s2, &e2, &v2)) == 1) {
             if (f2 != 3 || wt2 != 2) {
-                if (put(&plane, (const char *)qat, q - qat)) bad = -2;
+                if (buf_put(&plane, (const char *)qat, q - qat)) bad = -2;
                 qat = q;
                 continue;
             }
             qat = q;
-            line.n = 0;
+            line.len = 0;
             Py_ssize_t n_events = 0;
             int rl = strip_line(s2, e2, &line, &n_events);
             if (rl < 0) { bad = rl; break; }
-            if (put_message(&plane, 3, line.v, line.n)) { bad = -2; break; }
+            if (put_message(&plane, 3, line.data, line.len)) { bad = -2; break; }
             PyObject *span = Py_BuildValue("(nnn)", (Py_ssize_t)(s2 - base), (Py_ssize_t)(e2 - s2), n_events);
             if (!span || PyList_Append(lines, span) < 0) { Py_XDECREF(span); goto done; }
             Py_DECREF(span);
         }
         if (!bad && r2 < 0) bad = -1;
-        if (!bad && put_message(&out, 1, plane.v, plane.n)) bad = -2;
+        if (!bad && put_message(&out, 1, plane.data, plane.len)) bad = -2;
     }
     if (!bad && r < 0) bad = -1;
     if (bad == -2) {
@@ -237,15 +228,15 @@ static PyObject *split_space(PyObject *m, PyObject *arg) {
     } else if (bad) {
         PyErr_SetString(PyExc_ValueError, "malformed XSpace wire data");
     } else {
-        PyObject *stripped = PyBytes_FromStringAndSize(out.v ? out.v : "", out.n);
+        PyObject *stripped = PyBytes_FromStringAndSize(out.data ? out.data : "", out.len);
         if (stripped) result = PyTuple_Pack(2, stripped, planes);
         Py_XDECREF(stripped);
     }
 done:
     Py_XDECREF(planes);
-    free(out.v);
-    free(plane.v);
-    free(line.v);
+    free(out.data);
+    free(plane.data);
+    free(line.data);
     PyBuffer_Release(&view);
     return result;
 }
@@ -329,47 +320,16 @@ typedef struct {
     int split; /* index into `split`, or -1 */
 } Stat;
 
-/* JSON string body as msgspec writes it: ", \ and control characters escaped, the rest as is */
-static int put_json_str(Buf *b, const char *s, Py_ssize_t n) {
-    static const char hex[] = "0123456789abcdef";
-    if (put(b, "\"", 1)) return -1;
-    Py_ssize_t run = 0;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (c >= 0x20 && c != '"' && c != '\\') continue;
-        if (put(b, s + run, i - run)) return -1;
-        run = i + 1;
-        char esc[6];
-        int k = 2;
-        esc[0] = '\\';
-        switch (c) {
-            case '"': esc[1] = '"'; break;
-            case '\\': esc[1] = '\\'; break;
-            case '\b': esc[1] = 'b'; break;
-            case '\f': esc[1] = 'f'; break;
-            case '\n': esc[1] = 'n'; break;
-            case '\r': esc[1] = 'r'; break;
-            case '\t': esc[1] = 't'; break;
-            default:
-                esc[1] = 'u'; esc[2] = '0'; esc[3] = '0'; esc[4] = hex[c >> 4]; esc[5] = hex[c & 15];
-                k = 6;
-        }
-        if (put(b, esc, k)) return -1;
-    }
-    if (put(b, s + run, n - run)) return -1;
-    return put(b, "\"", 1);
-}
-
 /* A double as msgspec writes it: Python's shortest round-trip digits; fixed notation for decimal
  * exponents -5..15 (".0" on integers), otherwise d[.ddd]e[-]x; inf and nan as null. */
 static int put_json_double(Buf *b, double d) {
-    if (!isfinite(d)) return put(b, "null", 4);
+    if (!isfinite(d)) return buf_put(b, "null", 4);
     char *r = PyOS_double_to_string(d, 'r', 0, Py_DTSF_ADD_DOT_0, NULL);
     if (!r) return -1;
     int rc;
     char *ep = strchr(r, 'e');
     if (!ep) {
-        rc = put(b, r, (Py_ssize_t)strlen(r));
+        rc = buf_put(b, r, (Py_ssize_t)strlen(r));
     } else {
         int exp10 = atoi(ep + 1);
         if (exp10 == -5) { /* Python writes 1.5e-05, msgspec 0.000015 */
@@ -377,13 +337,13 @@ static int put_json_double(Buf *b, double d) {
             int nd = 0;
             for (char *c = r; c < ep && nd < 31; c++)
                 if (*c >= '0' && *c <= '9') digits[nd++] = *c;
-            rc = put(b, r[0] == '-' ? "-0.0000" : "0.0000", r[0] == '-' ? 7 : 6);
-            if (!rc) rc = put(b, digits, nd);
+            rc = buf_put(b, r[0] == '-' ? "-0.0000" : "0.0000", r[0] == '-' ? 7 : 6);
+            if (!rc) rc = buf_put(b, digits, nd);
         } else {
             char tail[16];
             int nt = snprintf(tail, sizeof tail, "e%d", exp10);
-            rc = put(b, r, ep - r);
-            if (!rc) rc = put(b, tail, nt);
+            rc = buf_put(b, r, ep - r);
+            if (!rc) rc = buf_put(b, tail, nt);
         }
     }
     PyMem_Free(r);
@@ -477,28 +437,28 @@ static int put_json_value(Buf *b, const Stat *st, const Name *names, Py_ssize_t 
         }
         case V_U64:
             k = snprintf(num, sizeof num, "%llu", (unsigned long long)st->u);
-            return put(b, num, k);
+            return buf_put(b, num, k);
         case V_I64:
             k = snprintf(num, sizeof num, "%lld", (long long)(int64_t)st->u);
-            return put(b, num, k);
-        case V_STR: return put_json_str(b, (const char *)st->s, st->sn);
+            return buf_put(b, num, k);
+        case V_STR: return put_json_str(b, (const char *)st->s, st->sn, JSON_HEX_LOWER);
         case V_BYTES: /* serialized protos and the like: their size, not their bytes */
             k = snprintf(num, sizeof num, "\"<%zd bytes>\"", st->sn);
-            return put(b, num, k);
+            return buf_put(b, num, k);
         case V_REF: {
             const Name *nm = st->u > INT64_MAX ? NULL : find_name(names, n_names, (int64_t)st->u);
-            return nm ? put_json_str(b, nm->s, nm->n) : put(b, "\"\"", 2);
+            return nm ? put_json_str(b, nm->s, nm->n, JSON_HEX_LOWER) : buf_put(b, "\"\"", 2);
         }
         case V_COMPRESSED: {
             PyObject *o = inflate_str(st->s, st->sn);
             if (!o) return -1;
             Py_ssize_t n;
             const char *u = PyUnicode_AsUTF8AndSize(o, &n);
-            int rc = u ? put_json_str(b, u, n) : -1;
+            int rc = u ? put_json_str(b, u, n, JSON_HEX_LOWER) : -1;
             Py_DECREF(o);
             return rc;
         }
-        default: return put(b, "null", 4);
+        default: return buf_put(b, "null", 4);
     }
 }
 
@@ -676,27 +636,27 @@ static PyObject *scan_line(PyObject *m, PyObject *args, PyObject *kw) {
         }
         /* columns */
         if (put_i64(&c.ids, mid) || put_i64(&c.offsets, off) || put_i64(&c.durs, dur) ||
-            (use_ops && put(&c.flags, is_op ? "\1" : "\0", 1))) {
+            (use_ops && buf_put(&c.flags, is_op ? "\1" : "\0", 1))) {
             PyErr_NoMemory();
             goto done;
         }
         PyObject *a;
         if (any_arg) {
-            json.n = 0;
-            int first = 1, bad = put(&json, "{", 1);
+            json.len = 0;
+            int first = 1, bad = buf_put(&json, "{", 1);
             for (Py_ssize_t j = 0; j < n && !bad; j++) {
                 Stat *st = &stats[j];
                 if (st->skip || st->split >= 0) continue;
-                if (!first) bad = put(&json, ",", 1);
+                if (!first) bad = buf_put(&json, ",", 1);
                 first = 0;
-                bad = bad || put_json_str(&json, st->key, st->key_n) || put(&json, ":", 1) ||
+                bad = bad || put_json_str(&json, st->key, st->key_n, JSON_HEX_LOWER) || buf_put(&json, ":", 1) ||
                       put_json_value(&json, st, names, n_names);
             }
-            if (bad || put(&json, "}", 1)) {
+            if (bad || buf_put(&json, "}", 1)) {
                 if (!PyErr_Occurred()) PyErr_NoMemory();
                 goto done;
             }
-            a = PyUnicode_DecodeUTF8(json.v, json.n, "replace");
+            a = PyUnicode_DecodeUTF8(json.data, json.len, "replace");
             if (!a) goto done;
         } else {
             a = Py_None;
@@ -731,10 +691,10 @@ static PyObject *scan_line(PyObject *m, PyObject *args, PyObject *kw) {
         if (p < end) next = (Py_ssize_t)(p - (const uint8_t *)line.buf);
     }
     if (r < 0) goto malformed;
-    PyObject *ids = PyBytes_FromStringAndSize(c.ids.v, c.ids.n);
-    PyObject *offsets = PyBytes_FromStringAndSize(c.offsets.v, c.offsets.n);
-    PyObject *durs = PyBytes_FromStringAndSize(c.durs.v, c.durs.n);
-    PyObject *flags = use_ops ? PyBytes_FromStringAndSize(c.flags.v, c.flags.n) : (Py_INCREF(Py_None), Py_None);
+    PyObject *ids = PyBytes_FromStringAndSize(c.ids.data, c.ids.len);
+    PyObject *offsets = PyBytes_FromStringAndSize(c.offsets.data, c.offsets.len);
+    PyObject *durs = PyBytes_FromStringAndSize(c.durs.data, c.durs.len);
+    PyObject *flags = use_ops ? PyBytes_FromStringAndSize(c.flags.data, c.flags.len) : (Py_INCREF(Py_None), Py_None);
     if (ids && offsets && durs && flags)
         result = Py_BuildValue("(LLOOOOOOn)", n_dropped, n_untimed, ids, offsets, durs, flags, arg_list,
                                split_lists, next);
@@ -750,11 +710,11 @@ done:
     Py_XDECREF(split_lists);
     PyMem_Free(names);
     free(stats);
-    free(c.ids.v);
-    free(c.offsets.v);
-    free(c.durs.v);
-    free(c.flags.v);
-    free(json.v);
+    free(c.ids.data);
+    free(c.offsets.data);
+    free(c.durs.data);
+    free(c.flags.data);
+    free(json.data);
     free(drops.bits);
     PyBuffer_Release(&line);
     if (drop.obj) PyBuffer_Release(&drop);
@@ -872,14 +832,14 @@ static PyObject *split_message(PyObject *m, PyObject *args) {
     Py_ssize_t n = 0;
     while ((r = next_field(&p, end, &f, &wt, &s, &e, &val)) == 1) {
         if (f == field && wt == 2) n++;
-        else if (put(&out, (const char *)at, p - at)) { bad = 1; break; }
+        else if (buf_put(&out, (const char *)at, p - at)) { bad = 1; break; }
         at = p;
     }
     PyObject *result = NULL;
     if (bad) PyErr_NoMemory();
     else if (r < 0) PyErr_SetString(PyExc_ValueError, "malformed XSpace wire data");
-    else result = Py_BuildValue("(y#n)", out.v ? out.v : "", out.n, n);
-    free(out.v);
+    else result = Py_BuildValue("(y#n)", out.data ? out.data : "", out.len, n);
+    free(out.data);
     PyBuffer_Release(&view);
     return result;
 }
@@ -947,10 +907,10 @@ typedef struct {
 
 static int strip_one(void *ctx, const uint8_t *base, const uint8_t *s, const uint8_t *e) {
     Strip *st = ctx;
-    st->line.n = 0;
+    st->line.len = 0;
     Py_ssize_t n_events = 0;
     int rl = strip_line(s, e, &st->line, &n_events);
-    if (rl == -2 || (rl >= 0 && put_message(&st->out, 3, st->line.v, st->line.n))) {
+    if (rl == -2 || (rl >= 0 && put_message(&st->out, 3, st->line.data, st->line.len))) {
         PyErr_NoMemory();
         return -1;
     }
@@ -973,10 +933,10 @@ static PyObject *strip_lines(PyObject *m, PyObject *args) {
     Strip st = {{0}, {0}, PyList_New(0)};
     PyObject *result = NULL;
     if (st.spans && walk_fields(&view, 3, start, max_lines, strip_one, &st, &next) == 0)
-        result = Py_BuildValue("(y#On)", st.out.v ? st.out.v : "", st.out.n, st.spans, next);
+        result = Py_BuildValue("(y#On)", st.out.data ? st.out.data : "", st.out.len, st.spans, next);
     Py_XDECREF(st.spans);
-    free(st.out.v);
-    free(st.line.v);
+    free(st.out.data);
+    free(st.line.data);
     PyBuffer_Release(&view);
     return result;
 }

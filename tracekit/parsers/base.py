@@ -45,11 +45,13 @@ class Parser:
         """Why ``path``, whose name suggests this format, is not readable as it (one line)."""
         return f"not a recognized {self.format_name} trace"
 
-    def prepare(self, files: list[Path], *, python_events: bool = False) -> None:
+    def prepare(self, files: list[Path], *, python_events: bool = False, started: Any = None) -> None:
         """Called once the inputs are resolved, before the store is opened: a parser may start
         slow work that needs no store (imports, decoding the first file) in a background thread,
         for :meth:`parse` to pick up (``python_events`` is what the context of :meth:`parse`
-        will say). Errors must surface in :meth:`parse`. Default: nothing."""
+        will say; ``started`` is work the CLI began before start-up, e.g. the Kineto parser's
+        read-ahead, for the parser that can use it). Errors must surface in :meth:`parse`.
+        Default: nothing."""
 
     def parse(self, files: list[Path], ctx: IngestContext) -> None:
         """Write the rows of one run, made of ``files``, through ``ctx``."""

@@ -58,7 +58,9 @@ from typing import TYPE_CHECKING, Any
 
 from tracekit.errors import TraceInputError
 from tracekit.parsers._io import file_sha256, prefetch
+from tracekit.parsers.amd_device import amd_device_info
 from tracekit.parsers.base import DeviceInfo, IngestContext, Parser, RankInfo
+from tracekit.parsers.explain import refusal
 from tracekit.parsers.store_writer import create_temp_table, insert_batch
 
 if TYPE_CHECKING:
@@ -261,15 +263,6 @@ class _Database:
         return out
 
 
-def _event_column(ev_src: str | None) -> Callable[[str], str | None]:
-    """``e.<column>`` when the event table exists (joined as ``e``), else None (NULL)."""
-
-    def column(name: str) -> str | None:
-        return f"e.{name}" if ev_src else None
-
-    return column
-
-
 def _str(v: Any) -> str | None:
     return None if v is None else str(v)
 
@@ -327,9 +320,26 @@ _DEVICE_ARGS_END = """      || CASE WHEN r.string <> '' THEN ',"region":' || to_
       || CASE WHEN b.graph_node_id <> $nul THEN ',"graph_node_id":' || b.graph_node_id ELSE '' END
       || '}' AS args"""
 
-_KERNELS = f"""
-SELECT{_DEVICE_EVENT},
-    a.device AS device,
+#: A lookup joined to the batch: (table, alias, the column of ``b`` that holds the table's ``id``).
+_Join = tuple[str, str, str]
+#: A device event's category and region (roctx range) names.
+_DEVICE_NAMES: tuple[_Join, ...] = (("_rocpd_strings", "c", "category_id"), ("_rocpd_strings", "r", "region_name_id"))
+
+
+def _from_batch(*joins: _Join) -> str:
+    """``FROM batch b``, LEFT JOINed to each lookup of ``joins`` by its ``id``."""
+    return "\n".join(["FROM batch b", *(f"LEFT JOIN {t} {a} ON {a}.id = b.{col}" for t, a, col in joins)])
+
+
+def _device_select(columns: str, args_head: str, *joins: _Join) -> str:
+    """The SELECT of a device event (a dispatch or a copy) from the batch ``b``: the columns every
+    device event has, then ``columns``, then ``args``: ``args_head`` (the JSON object's opening
+    members) closed by :data:`_DEVICE_ARGS_END`; ``b`` joined to ``joins``, then to its names."""
+    return f"SELECT{_DEVICE_EVENT},\n{columns},\n{args_head}\n{_DEVICE_ARGS_END}\n{_from_batch(*joins, *_DEVICE_NAMES)}\n"
+
+
+_KERNELS = _device_select(
+    f"""    a.device AS device,
     'kernel' AS category,
     coalesce(s.name, 'kernel_id ' || b.kernel_id) AS name,
     coalesce(c.string, 'KERNEL_DISPATCH') AS trace_category,
@@ -344,38 +354,29 @@ SELECT{_DEVICE_EVENT},
     TRY_CAST(s.vgpr AS INTEGER) AS vgpr_count,
     TRY_CAST(s.agpr AS INTEGER) AS accum_vgpr_count,
     TRY_CAST(s.sgpr AS INTEGER) AS sgpr_count,
-    b.dispatch_id AS dispatch_id,
-    '{{"agent_id":' || b.agent_id || ',"kernel_id":' || b.kernel_id
-{_DEVICE_ARGS_END}
-FROM batch b
-LEFT JOIN _rocpd_agents a ON a.id = b.agent_id
-LEFT JOIN _rocpd_symbols s ON s.id = b.kernel_id
-LEFT JOIN _rocpd_strings c ON c.id = b.category_id
-LEFT JOIN _rocpd_strings r ON r.id = b.region_name_id
-"""
+    b.dispatch_id AS dispatch_id""",
+    """    '{"agent_id":' || b.agent_id || ',"kernel_id":' || b.kernel_id""",
+    ("_rocpd_agents", "a", "agent_id"),
+    ("_rocpd_symbols", "s", "kernel_id"),
+)
 
-_COPIES = f"""
-SELECT{_DEVICE_EVENT},
-    coalesce(dst.device, src.device) AS device,
+_COPIES = _device_select(
+    f"""    coalesce(dst.device, src.device) AS device,
     'memcpy' AS category,
     coalesce(n.string, '') AS name,
     coalesce(c.string, 'MEMORY_COPY') AS trace_category,
     {_N.format("b.size")} AS bytes,
-    n.string AS kind,
-    '{{"src_agent_id":' || coalesce(CAST({_N.format("b.src_agent_id")} AS VARCHAR), 'null')
+    n.string AS kind""",
+    f"""    '{{"src_agent_id":' || coalesce(CAST({_N.format("b.src_agent_id")} AS VARCHAR), 'null')
       || ',"dst_agent_id":' || coalesce(CAST({_N.format("b.dst_agent_id")} AS VARCHAR), 'null')
       || ',"src_device":' || coalesce(CAST(src.device AS VARCHAR), 'null')
       || ',"dst_device":' || coalesce(CAST(dst.device AS VARCHAR), 'null')
       || CASE WHEN b.src_address <> $nul THEN ',"src_address":' || b.src_address ELSE '' END
-      || CASE WHEN b.dst_address <> $nul THEN ',"dst_address":' || b.dst_address ELSE '' END
-{_DEVICE_ARGS_END}
-FROM batch b
-LEFT JOIN _rocpd_agents src ON src.id = b.src_agent_id
-LEFT JOIN _rocpd_agents dst ON dst.id = b.dst_agent_id
-LEFT JOIN _rocpd_strings n ON n.id = b.name_id
-LEFT JOIN _rocpd_strings c ON c.id = b.category_id
-LEFT JOIN _rocpd_strings r ON r.id = b.region_name_id
-"""
+      || CASE WHEN b.dst_address <> $nul THEN ',"dst_address":' || b.dst_address ELSE '' END""",
+    ("_rocpd_agents", "src", "src_agent_id"),
+    ("_rocpd_agents", "dst", "dst_agent_id"),
+    ("_rocpd_strings", "n", "name_id"),
+)
 
 _REGIONS = f"""
 SELECT{_EVENT},
@@ -390,9 +391,7 @@ SELECT{_EVENT},
          WHEN b.parent_stack_id NOT IN (0, $nul) AND b.parent_stack_id <> b.stack_id
          THEN '{{"parent_stack_id":' || b.parent_stack_id || '}}'
     END AS args
-FROM batch b
-LEFT JOIN _rocpd_strings n ON n.id = b.name_id
-LEFT JOIN _rocpd_strings c ON c.id = b.category_id
+{_from_batch(("_rocpd_strings", "n", "name_id"), ("_rocpd_strings", "c", "category_id"))}
 """
 
 #: ``rocprofiler_pc_sampling_instruction_type_t`` and ``..._not_issued_reason_t`` (pc_sampling.h),
@@ -425,9 +424,7 @@ SELECT
     CASE WHEN b.sampling_method = 1 AND b.stall_reason BETWEEN 0 AND {len(PC_STALL_REASONS) - 1}
          THEN {list(PC_STALL_REASONS)}[b.stall_reason + 1] END AS stall_reason,
     CASE WHEN b.sampling_method = 1 AND b.wave_count <> $nul THEN TRY_CAST(b.wave_count AS INTEGER) END AS wave_count
-FROM batch b
-LEFT JOIN _rocpd_strings si ON si.id = b.instruction
-LEFT JOIN _rocpd_strings sc ON sc.id = b.instruction_comment
+{_from_batch(("_rocpd_strings", "si", "instruction"), ("_rocpd_strings", "sc", "instruction_comment"))}
 """
 
 _COUNTERS = f"""
@@ -488,12 +485,8 @@ def _device_info(rank: int, device: int, agent: dict[str, Any]) -> DeviceInfo:
     ext: dict[str, Any] = ext_raw if isinstance(ext_raw, dict) else {}
     low = {k.lower(): v for k, v in ext.items()}
 
-    def num(*keys: str) -> int | None:
-        for k in keys:
-            v = _int(low.get(k.lower()))
-            if v is not None:
-                return v
-        return None
+    def num(key: str) -> int | None:
+        return _int(low.get(key))
 
     def text(*keys: str) -> str | None:
         for k in keys:
@@ -502,37 +495,16 @@ def _device_info(rank: int, device: int, agent: dict[str, Any]) -> DeviceInfo:
                 return v.strip()
         return None
 
-    wave = num("wave_front_size")
-    waves_cu = num("max_waves_per_cu")
-    lds_kb = num("lds_size_in_kb")
-    clock = num("max_engine_clk_fcompute")
-    gfx_version = num("gfx_target_version")  # major*10000 + minor*100 + stepping, as in the CSV
     props = {k: v for k, v in agent.items() if k != "extdata"}
     props["extdata"] = ext_raw
-    return DeviceInfo(
-        rank=rank,
-        device=device,
+    return amd_device_info(
+        rank,
+        device,
         name=text("product_name", "user_name", "model_name", "name"),
-        vendor="amd",
         arch=text("name"),
-        compute_units=num("cu_count"),
-        warp_size=wave,
+        number=num,
         memory_bytes=_memory_bytes(ext),
-        compute_major=gfx_version // 10000 if gfx_version else None,
-        compute_minor=(gfx_version // 100) % 100 if gfx_version else None,
-        max_threads_per_block=num("workgroup_max_size"),
-        max_threads_per_cu=waves_cu * wave if waves_cu and wave else None,
-        regs_per_block=None,
-        regs_per_cu=None,
-        shared_mem_per_block_bytes=lds_kb * 1024 if lds_kb else None,
-        shared_mem_per_cu_bytes=lds_kb * 1024 if lds_kb else None,
-        shared_mem_per_block_optin_bytes=None,
         properties=props,
-        device_type="GPU",
-        clock_mhz=float(clock) if clock else None,
-        xcc_count=num("num_xcc"),
-        simd_per_cu=num("simd_per_cu"),
-        max_waves_per_cu=waves_cu,
     )
 
 
@@ -662,6 +634,40 @@ class _ProcessReader:
 
         return prefetch(produce())
 
+    def _event_join(self, alias: str) -> tuple[str, Callable[[str], str | None]]:
+        """The LEFT JOIN of the ``rocpd_event`` rows of table ``alias`` (as ``e``; "" when the
+        database has no event table), and the SQL of an event column (None, i.e. NULL, without)."""
+        ev_src = self.db.source("rocpd_event")
+        if ev_src is None:
+            return "", lambda name: None
+        join = f" LEFT JOIN {ev_src} e ON e.id = {alias}.event_id"
+        if self.filtered:
+            join += f" AND e.guid = {alias}.guid"
+        return join, lambda name: f"e.{name}"
+
+    def _store_events(
+        self,
+        kind: str,
+        from_sql: str,
+        alias: str,
+        cols: Sequence[tuple[str, str | None]],
+        table: str,
+        select: str,
+        text: tuple[str, str] | None = None,
+    ) -> Iterator[dict[str, np.ndarray]]:
+        """Store this process's events ``FROM <from_sql>`` (their table named ``alias`` there)
+        into ``table`` through ``select``, a batch of ``cols`` (and ``text``, see
+        :meth:`_batches`) at a time, without those of invalid times (:meth:`_valid_times`); yield
+        each batch once stored; add the number stored to ``counts[kind]``."""
+        where, params = self._where(alias)
+        for batch in self._batches(f"FROM {from_sql}{where}", cols, params, text=text):
+            batch = self._valid_times(batch)
+            self._insert(table, batch, select)
+            self._span(batch["start"], batch["end"])
+            self.counts[kind] += len(batch["start"])
+            self.ctx.progress(len(batch["start"]), 0)
+            yield batch
+
     # -- tables -------------------------------------------------------------------------------
 
     def run(self) -> RankInfo:
@@ -779,11 +785,7 @@ class _ProcessReader:
         if src is None:
             return None
         have = self.db.columns(src)
-        ev_src = self.db.source("rocpd_event")
-        join = f" LEFT JOIN {ev_src} e ON e.id = k.event_id" if ev_src else ""
-        if ev_src and self.filtered:
-            join += " AND e.guid = k.guid"
-        e = _event_column(ev_src)
+        join, e = self._event_join("k")
         cols: list[tuple[str, str | None]] = [
             ("tid", "k.tid"), ("agent_id", "k.agent_id"), ("kernel_id", "k.kernel_id"),
             ("dispatch_id", "coalesce(k.dispatch_id, k.id)"), ("queue_id", "k.queue_id"),
@@ -796,22 +798,14 @@ class _ProcessReader:
             ("graph_exec_id", "k.graph_exec_id" if "graph_exec_id" in have else None),
             ("graph_node_id", "k.graph_node_id" if "graph_node_id" in have else None),
         ]
-        where, params = self._where("k")
         pmc_events = np.unique(pmc["event_id"]) if pmc is not None else None
         counted: list[dict[str, np.ndarray]] = []
-        n = 0
-        for batch in self._batches(f"FROM {src} k{join}{where}", cols, params):
-            batch = self._valid_times(batch)
-            self._insert("device_activity", batch, _KERNELS)
-            self._span(batch["start"], batch["end"])
+        for batch in self._store_events("kernel_dispatch", f"{src} k{join}", "k", cols, "device_activity", _KERNELS):
             if pmc_events is not None:
                 mask = np.isin(batch["event_id"], pmc_events)
                 if mask.any():
                     counted.append({k: batch[k][mask] for k in
                                     ("event_id", "dispatch_id", "stack_id", "kernel_id", "agent_id")})
-            n += len(batch["start"])
-            self.ctx.progress(len(batch["start"]), 0)
-        self.counts["kernel_dispatch"] = n
         if not counted:
             return None
         return {k: np.concatenate([c[k] for c in counted]) for k in counted[0]}
@@ -843,11 +837,7 @@ class _ProcessReader:
         if src is None:
             return
         have = self.db.columns(src)
-        ev_src = self.db.source("rocpd_event")
-        join = f" LEFT JOIN {ev_src} e ON e.id = m.event_id" if ev_src else ""
-        if ev_src and self.filtered:
-            join += " AND e.guid = m.guid"
-        e = _event_column(ev_src)
+        join, e = self._event_join("m")
         cols: list[tuple[str, str | None]] = [
             ("tid", "m.tid"), ("start", "m.start"), ("end", 'm."end"'), ("name_id", "m.name_id"),
             ("dst_agent_id", "m.dst_agent_id"), ("src_agent_id", "m.src_agent_id"),
@@ -858,26 +848,15 @@ class _ProcessReader:
             ("graph_exec_id", "m.graph_exec_id" if "graph_exec_id" in have else None),
             ("graph_node_id", "m.graph_node_id" if "graph_node_id" in have else None),
         ]
-        where, params = self._where("m")
-        n = 0
-        for batch in self._batches(f"FROM {src} m{join}{where}", cols, params):
-            batch = self._valid_times(batch)
-            self._insert("device_activity", batch, _COPIES)
-            self._span(batch["start"], batch["end"])
-            n += len(batch["start"])
-            self.ctx.progress(len(batch["start"]), 0)
-        self.counts["memory_copy"] = n
+        for _ in self._store_events("memory_copy", f"{src} m{join}", "m", cols, "device_activity", _COPIES):
+            pass
 
     def _read_regions(self) -> None:
         src = self.db.source("rocpd_region")
         self.counts["region"] = 0
         if src is None:
             return
-        ev_src = self.db.source("rocpd_event")
-        join = f" LEFT JOIN {ev_src} e ON e.id = r.event_id" if ev_src else ""
-        if ev_src and self.filtered:
-            join += " AND e.guid = r.guid"
-        e = _event_column(ev_src)
+        join, e = self._event_join("r")
         cols: list[tuple[str, str | None]] = [
             ("tid", "r.tid"), ("start", "r.start"), ("end", 'r."end"'), ("name_id", "r.name_id"),
             ("stack_id", e("stack_id")), ("parent_stack_id", e("parent_stack_id")),
@@ -887,17 +866,11 @@ class _ProcessReader:
         message = (
             "CASE WHEN e.extdata IS NOT NULL AND e.extdata NOT IN ('{}', '') "
             "THEN json_extract(e.extdata, '$.message') END"
-            if ev_src else "NULL"
+            if join else "NULL"
         )
-        where, params = self._where("r")
-        n = 0
-        for batch in self._batches(f"FROM {src} r{join}{where}", cols, params, text=("message", message)):
-            batch = self._valid_times(batch)
-            self._insert("host_events", batch, _REGIONS)
-            self._span(batch["start"], batch["end"])
-            n += len(batch["start"])
-            self.ctx.progress(len(batch["start"]), 0)
-        self.counts["region"] = n
+        for _ in self._store_events("region", f"{src} r{join}", "r", cols, "host_events", _REGIONS,
+                                    ("message", message)):
+            pass
 
     def _read_pc_samples(self) -> None:
         """PC samples: ``rocpd_sample`` rows on the ``pc_sample`` track, their fields pivoted from
@@ -1010,16 +983,6 @@ class _ProcessReader:
 # ---------------------------------------------------------------------------------------------
 
 
-def _probe(path: Path) -> str | None:
-    """Why ``path`` is not a readable rocpd database (None: it is one)."""
-    try:
-        db = _Database.open(path)
-    except TraceInputError as exc:
-        return exc.reason
-    db.close()
-    return None
-
-
 class RocpdParser(Parser, format_name="rocpd"):
     """rocprofv3 rocpd SQLite (``<pid>_results.db``); a directory is one run, one rank per process."""
 
@@ -1044,7 +1007,7 @@ class RocpdParser(Parser, format_name="rocpd"):
             con.close()
 
     def explain(self, path: Path) -> str:
-        return _probe(path) or "not a rocprofv3 rocpd database"
+        return refusal(lambda p: _Database.open(p).close(), path, "not a rocprofv3 rocpd database")
 
     def parse(self, files: list[Path], ctx: IngestContext) -> None:
         # Ranks: every process of every file, by pid; the same pid twice (two hosts, or a file

@@ -47,7 +47,9 @@ import duckdb
 from tracekit.errors import TraceInputError
 from tracekit.limits import check_temp_space, temp_dir
 from tracekit.parsers._io import read_head
+from tracekit.parsers.amd_device import amd_device_info
 from tracekit.parsers.base import DeviceInfo, IngestContext, Parser, RankInfo
+from tracekit.parsers.explain import refusal
 from tracekit.parsers.store_writer import insert_batch
 from tracekit.sql_text import quote
 
@@ -277,38 +279,14 @@ def device_info(rank: int, agent: Agent, memory_bytes: int | None = None) -> Dev
         return str(v).strip() or None if v is not None else None
 
     arch = s("name")
-    name = s("product_name") or s("market_name") or s("model_name") or arch
-    gfx_version = _positive(p.get("gfx_target_version"))  # major*10000 + minor*100 + stepping
-    major = gfx_version // 10000 if gfx_version else None
-    minor = (gfx_version // 100) % 100 if gfx_version else None
-    wave = _positive(p.get("wave_front_size"))
-    waves_per_cu = _positive(p.get("max_waves_per_cu"))
-    lds_kb = _positive(p.get("lds_size_in_kb"))
-    clock = _positive(p.get("max_engine_clk_fcompute"))
-    return DeviceInfo(
-        rank=rank,
-        device=agent.device if agent.device is not None else 0,
-        name=name,
-        vendor="amd",
+    return amd_device_info(
+        rank,
+        agent.device if agent.device is not None else 0,
+        name=s("product_name") or s("market_name") or s("model_name") or arch,
         arch=arch,
-        compute_units=_positive(p.get("cu_count")),
-        warp_size=wave,
+        number=lambda key: _positive(p.get(key)),
         memory_bytes=memory_bytes if memory_bytes is not None else _positive(p.get("local_mem_size")),
-        compute_major=major,
-        compute_minor=minor,
-        max_threads_per_block=_positive(p.get("workgroup_max_size")),
-        max_threads_per_cu=waves_per_cu * wave if waves_per_cu and wave else None,
-        regs_per_block=None,
-        regs_per_cu=None,
-        shared_mem_per_block_bytes=lds_kb * 1024 if lds_kb else None,
-        shared_mem_per_cu_bytes=lds_kb * 1024 if lds_kb else None,
-        shared_mem_per_block_optin_bytes=None,
         properties=dict(p),
-        device_type="GPU",
-        clock_mhz=float(clock) if clock else None,
-        xcc_count=_positive(p.get("num_xcc")),
-        simd_per_cu=_positive(p.get("simd_per_cu")),
-        max_waves_per_cu=waves_per_cu,
     )
 
 
@@ -746,11 +724,7 @@ class RocprofCsvParser(Parser, format_name="rocprofv3"):
         return header is not None and classify(header) is not None
 
     def explain(self, path: Path) -> str:
-        try:
-            open_csv(path)
-        except TraceInputError as exc:
-            return exc.reason
-        return "not a rocprofv3 CSV file"
+        return refusal(open_csv, path, "not a rocprofv3 CSV file")
 
     def parse(self, files: list[Path], ctx: IngestContext) -> None:
         opened = [open_csv(p) for p in files]

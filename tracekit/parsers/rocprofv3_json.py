@@ -35,6 +35,7 @@ from pathlib import Path
 from tracekit.errors import TraceInputError
 from tracekit.parsers._io import read_head
 from tracekit.parsers.base import IngestContext, Parser
+from tracekit.parsers.explain import refusal
 
 _HEAD = re.compile(rb'^\s*\{\s*"rocprofiler-sdk-tool"\s*:\s*\[')
 
@@ -58,11 +59,7 @@ class RocprofJsonParser(Parser, format_name="rocprofv3_json"):
     def explain(self, path: Path) -> str:
         from tracekit.parsers._rocprofv3_json_read import _decode
 
-        try:
-            _decode(path)
-        except TraceInputError as exc:
-            return exc.reason
-        return "not a rocprofv3 results JSON"
+        return refusal(_decode, path, "not a rocprofv3 results JSON")
 
     def parse(self, files: list[Path], ctx: IngestContext) -> None:
         from tracekit.parsers._rocprofv3_json_read import RocprofJsonReader

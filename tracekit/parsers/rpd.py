@@ -88,6 +88,7 @@ from tracekit.limits import (
 )
 from tracekit.parsers._io import GZIP_MAGIC, ReadCounter, iter_decompressed, read_head
 from tracekit.parsers.base import DeviceInfo, IngestContext, Parser, RankInfo
+from tracekit.parsers.explain import refusal
 from tracekit.parsers.rocpd import SQLITE_ERRORS, one_line, sqlite_text
 from tracekit.parsers.store_writer import create_temp_table, insert_batch
 
@@ -489,12 +490,11 @@ class RpdParser(Parser, format_name="rpd"):
         return bool(rows)
 
     def explain(self, path: Path) -> str:
-        try:
+        def check(path: Path) -> None:
             with open_rpd(path) as con:
                 check_schema(path, con)
-        except TraceInputError as exc:
-            return exc.reason
-        return "not an RPD (rpd_tracer) trace"
+
+        return refusal(check, path, "not an RPD (rpd_tracer) trace")
 
     def parse(self, files: list[Path], ctx: IngestContext) -> None:
         files = sorted(files)

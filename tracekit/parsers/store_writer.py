@@ -23,13 +23,14 @@ memory limit to its ``TRACEKIT_MEMORY_LIMIT`` ConfigError as for every other sta
 
 from __future__ import annotations
 
+import importlib
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tracekit.errors import TraceInputError
+from tracekit.errors import ConfigError, TraceInputError
 
 if TYPE_CHECKING:  # DuckDB is imported on first use: the CLI starts reading a trace before that
     import duckdb
@@ -146,11 +147,36 @@ def blame_input(
         raise TraceInputError(source, f"{what}: {reason(exc)}") from None
 
 
+def _scannable(columns: Any) -> Any:
+    """``columns`` as this DuckDB scans it right. DuckDB 1.x analyzes an object column of a
+    mapping of NumPy arrays by sampling it, and when the sampled values are all None it calls a
+    pandas method on the array ("'numpy.ndarray' object has no attribute 'first_valid_index'",
+    e.g. XPlane device offsets, rocprofv3 JSON) or, with a sample as long as the batch, takes
+    seconds per 10,000 rows; as a pandas frame (no copy) the same columns scan in milliseconds.
+    DuckDB 2 reads the mapping itself."""
+    if not isinstance(columns, Mapping) or not _duckdb_1():
+        return columns
+    try:
+        pandas = importlib.import_module("pandas")  # an optional dependency: no stubs required
+    except ImportError:
+        import duckdb
+
+        raise ConfigError("duckdb", f"tracekit on DuckDB {duckdb.__version__} needs pandas to hand it columns: "
+                          "pip install pandas (tracekit[lake] brings it), or DuckDB 2") from None
+    return pandas.DataFrame(columns, copy=False)
+
+
+def _duckdb_1() -> bool:
+    import duckdb
+
+    return duckdb.__version__.startswith("1.")
+
+
 def _execute(con: duckdb.DuckDBPyConnection, sql: str, columns: Any, params: Mapping[str, Any] | None) -> int:
     """Run ``sql`` with ``columns`` visible to it as table ``batch``; the number it returns
     (rows inserted), else 0. ``batch`` is this frame's local, found by DuckDB's replacement scan
     (it searches the calling frames); it is released when the statement returns."""
-    batch = columns  # read by DuckDB's replacement scan as table "batch"
+    batch = _scannable(columns)  # read by DuckDB's replacement scan as table "batch"
     del columns
     try:
         rows = con.execute(sql, used_params(sql, params)).fetchall()

@@ -41,7 +41,7 @@ class XPlaneParser(Parser, format_name="xplane"):
             return exc.reason
         return "not an XPlane profile"
 
-    def prepare(self, files: list[Path], *, python_events: bool = False) -> None:
+    def prepare(self, files: list[Path], *, python_events: bool = False, started: Any = None) -> None:
         """Import the protobuf/NumPy reader and decode the first file in a background thread
         while ingest opens (or creates) the store: DuckDB releases the GIL meanwhile, so the
         imports and decoding overlap the store's set-up."""

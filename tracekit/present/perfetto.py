@@ -49,7 +49,7 @@ def _us_text(ns: int) -> str:
 
 def write_chrome_trace(con: duckdb.DuckDBPyConnection, run_id: str,
                        open_sink: Callable[[], AbstractContextManager[IO[Any]]], *,
-                       store_path: Path) -> dict[str, Any]:
+                       store_path: str | Path) -> dict[str, Any]:
     """Write run ``run_id`` (an id or unique prefix) as a Chrome-trace JSON document to the text
     stream ``open_sink()`` yields, opened only once the run's threads, window and findings are
     read (an unknown run opens nothing).

@@ -668,19 +668,13 @@ LEFT JOIN compiled c ON c.run_id = m.run_id AND c.rank = m.rank AND c.function =
 -- @column attached_at TIMESTAMP = model_rows.attached_at
 CREATE OR REPLACE VIEW run_models AS
 SELECT run_id, model, origin, spec, tensor_parallel, tp_source,
-       (constants->>'weight_bytes_fixed')::DOUBLE AS weight_bytes_fixed,
-       (constants->>'expert_bytes')::DOUBLE AS expert_bytes,
-       (constants->>'num_experts')::INTEGER AS num_experts,
-       (constants->>'experts_per_token')::INTEGER AS experts_per_token,
-       (constants->>'kv_bytes_per_token_global')::DOUBLE AS kv_bytes_per_token_global,
-       (constants->>'kv_bytes_per_token_window')::DOUBLE AS kv_bytes_per_token_window,
-       (constants->>'sliding_window')::BIGINT AS sliding_window,
-       (constants->>'flops_per_token')::DOUBLE AS flops_per_token,
-       (constants->>'lm_head_flops_per_seq')::DOUBLE AS lm_head_flops_per_seq,
-       (constants->>'attn_flops_per_pair_global')::DOUBLE AS attn_flops_per_pair_global,
-       (constants->>'attn_flops_per_pair_window')::DOUBLE AS attn_flops_per_pair_window,
-       (constants->>'activation_bytes_per_token')::DOUBLE AS activation_bytes_per_token,
-       (constants->>'embedding_bytes')::DOUBLE AS embedding_bytes,
+       UNNEST(json_transform(constants, '{
+           "weight_bytes_fixed": "DOUBLE", "expert_bytes": "DOUBLE",
+           "num_experts": "INTEGER", "experts_per_token": "INTEGER",
+           "kv_bytes_per_token_global": "DOUBLE", "kv_bytes_per_token_window": "DOUBLE",
+           "sliding_window": "BIGINT", "flops_per_token": "DOUBLE", "lm_head_flops_per_seq": "DOUBLE",
+           "attn_flops_per_pair_global": "DOUBLE", "attn_flops_per_pair_window": "DOUBLE",
+           "activation_bytes_per_token": "DOUBLE", "embedding_bytes": "DOUBLE"}')),
        attached_at
 FROM model_rows;
 

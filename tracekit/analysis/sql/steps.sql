@@ -50,29 +50,29 @@ SELECT run_id, rank, family,
        CASE family
          WHEN 'sglang' THEN CASE upper(sg.kind) WHEN 'DECODE' THEN 'decode' WHEN 'MIXED' THEN 'mixed'
                                                 WHEN 'IDLE' THEN 'idle' ELSE 'prefill' END
-         WHEN 'vllm' THEN CASE WHEN vl.c::BIGINT = 0 AND vl.g::BIGINT > 0 THEN 'decode'
-                               WHEN vl.c::BIGINT > 0 AND vl.g::BIGINT = 0 THEN 'prefill'
-                               WHEN vl.c::BIGINT > 0 AND vl.g::BIGINT > 0 THEN 'mixed' END
+         WHEN 'vllm' THEN CASE WHEN TRY_CAST(vl.c AS BIGINT) = 0 AND TRY_CAST(vl.g AS BIGINT) > 0 THEN 'decode'
+                               WHEN TRY_CAST(vl.c AS BIGINT) > 0 AND TRY_CAST(vl.g AS BIGINT) = 0 THEN 'prefill'
+                               WHEN TRY_CAST(vl.c AS BIGINT) > 0 AND TRY_CAST(vl.g AS BIGINT) > 0 THEN 'mixed' END
          WHEN 'phase' THEN CASE WHEN lower(name) LIKE 'decode%' THEN 'decode' ELSE 'prefill' END
        END AS phase,
        CASE family
          WHEN 'sglang' THEN TRY_CAST(regexp_extract(sg.rest, '\bbs=([0-9]+)', 1) AS BIGINT)
-         WHEN 'vllm' THEN vl.c::BIGINT + vl.g::BIGINT
+         WHEN 'vllm' THEN TRY_CAST(vl.c AS BIGINT) + TRY_CAST(vl.g AS BIGINT)
        END AS batch_size,
        CASE family
          WHEN 'sglang' THEN coalesce(TRY_CAST(regexp_extract(sg.rest, '\btoks=([0-9]+)', 1) AS BIGINT),
                                      CASE WHEN upper(sg.kind) = 'DECODE'
                                           THEN TRY_CAST(regexp_extract(sg.rest, '\bbs=([0-9]+)', 1) AS BIGINT) END)
          WHEN 'vllm' THEN coalesce(TRY_CAST(nullif(vl.n, '') AS BIGINT),
-                                   TRY_CAST(regexp_extract(vl.cargs, '^([0-9]+)_', 1) AS BIGINT) + vl.g::BIGINT)
+                                   TRY_CAST(regexp_extract(vl.cargs, '^([0-9]+)_', 1) AS BIGINT) + TRY_CAST(vl.g AS BIGINT))
        END AS new_tokens,
        CASE family WHEN 'vllm' THEN TRY_CAST(regexp_extract(vl.gargs, '^sq[0-9]+sk([0-9]+)', 1) AS BIGINT) END
          AS context_tokens,
-       CASE family WHEN 'vllm' THEN vl.g::BIGINT
+       CASE family WHEN 'vllm' THEN TRY_CAST(vl.g AS BIGINT)
                    WHEN 'sglang' THEN CASE WHEN upper(sg.kind) = 'DECODE'
                                            THEN TRY_CAST(regexp_extract(sg.rest, '\bbs=([0-9]+)', 1) AS BIGINT) END
        END AS decode_seqs,
-       CASE family WHEN 'vllm' THEN vl.c::BIGINT
+       CASE family WHEN 'vllm' THEN TRY_CAST(vl.c AS BIGINT)
                    WHEN 'sglang' THEN CASE WHEN upper(sg.kind) IN ('EXTEND', 'PREFILL')
                                            THEN TRY_CAST(regexp_extract(sg.rest, '\bbs=([0-9]+)', 1) AS BIGINT) END
        END AS prefill_seqs,

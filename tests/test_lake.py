@@ -1,0 +1,210 @@
+"""The lake store end to end: DuckLake over a SQLite or a real PostgreSQL catalog (started here),
+data on local disk or on a local S3 server (moto), written by several processes at once.
+
+These need the ``tracekit[lake]`` extra (DuckDB 1.5.5 and DuckDB's ducklake, postgres, sqlite and
+httpfs extensions as PyPI packages, for offline use): ``.ci/run`` runs them in a second virtual
+environment, ``.venv-lake``. In the main environment (DuckDB 2) they skip, saying so.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from helpers import distinct_copies, run_cli
+
+pytestmark = pytest.mark.skipif(
+    importlib.util.find_spec("duckdb_extension_ducklake") is None,
+    reason="needs tracekit[lake] (DuckDB 1.5.5 + the DuckLake extension packages); .ci/run runs these in .venv-lake",
+)
+
+REPO = Path(__file__).resolve().parent.parent
+SAMPLES = REPO / "sample_traces"
+#: Every bundled sample that is one run (the formats of three vendors).
+SAMPLE_RUNS = sorted(p for p in SAMPLES.iterdir() if not p.name.endswith((".md", ".json", ".py")) and p.name != "weekly")
+
+
+def _ok(res: subprocess.CompletedProcess[str]) -> str:
+    assert res.returncode == 0, res.stderr
+    return res.stdout
+
+
+def _sqlite_url(tmp: Path) -> str:
+    return f"lake:sqlite:///{tmp}/catalog.sqlite?data={tmp}/data"
+
+
+@pytest.fixture()
+def sqlite_lake(tmp_path: Path) -> str:
+    url = _sqlite_url(tmp_path)
+    _ok(run_cli("lake", "init", url))
+    return url
+
+
+def _rows(store: str, sql: str) -> list[tuple[object, ...]]:
+    from tracekit.store import close, connect
+
+    con = connect(store, read_only=True)
+    try:
+        return con.execute(sql).fetchall()
+    finally:
+        close(con)
+
+
+def _view_rows(store: str | Path, view: str) -> list[tuple[object, ...]]:
+    """Every row of a public view, every column but the ingest time, in a fixed order."""
+    cols = [c[0] for c in _rows(str(store), f"DESCRIBE {view}") if c[0] not in ("ingested_at",)]
+    return _rows(str(store), f"SELECT {', '.join(cols)} FROM {view} ORDER BY ALL")
+
+
+def test_a_lake_holds_exactly_what_a_store_file_holds(sqlite_lake: str, tmp_path: Path) -> None:
+    file_store = tmp_path / "file.duckdb"
+    paths = [str(p) for p in SAMPLE_RUNS]
+    lake_ids = json.loads(_ok(run_cli("ingest", *paths, "--store", sqlite_lake, "--label", "a", "--json")))
+    file_ids = json.loads(_ok(run_cli("ingest", *paths, "--store", str(file_store), "--label", "a", "--json")))
+    assert [r["run_id"] for r in lake_ids] == [r["run_id"] for r in file_ids]
+    assert all(r["created"] for r in lake_ids)
+    views = [r[0] for r in _rows(str(file_store), "SELECT view_name FROM duckdb_views() WHERE NOT internal "
+                                                   "AND schema_name = 'main'")]
+    assert len(views) >= 20
+    for view in views:
+        assert _view_rows(sqlite_lake, view) == _view_rows(file_store, view), view
+    # the same bytes again: the existing run, its label updated, nothing duplicated
+    again = json.loads(_ok(run_cli("ingest", paths[0], "--store", sqlite_lake, "--label", "b", "--json")))
+    assert again[0]["created"] is False and again[0]["updated"] == ["label"]
+    assert _rows(sqlite_lake, "SELECT count(*), count(DISTINCT run_id) FROM run_meta") == [(len(paths), len(paths))]
+
+
+def test_read_commands_print_the_same_on_a_lake_and_a_file(sqlite_lake: str, tmp_path: Path) -> None:
+    file_store = tmp_path / "file.duckdb"
+    history = distinct_copies(tmp_path, 6)
+    for store in (sqlite_lake, str(file_store)):
+        _ok(run_cli("ingest", str(SAMPLES / "amd_synthetic_rocpd"), "--store", store))
+        for i, p in enumerate(history):  # a workload's history, one capture a day
+            _ok(run_cli("ingest", str(p), "--store", store, "--workload", "w",
+                        "--captured-at", f"2026-11-{i + 1:02d}T10:00:00"))
+    a, b = (r[0] for r in _rows(str(file_store), "SELECT run_id FROM run_meta ORDER BY run_id LIMIT 2"))
+    commands = [["runs", "-f", "json"], ["query", "SELECT name, count(*) FROM kernels GROUP BY ALL ORDER BY ALL"],
+                ["analyze", a, "-f", "json"], ["summary", b], ["compare", a, b, "-f", "json"],
+                ["check", "--history", "w", "-f", "json"],
+                ["report", a, "-o", "{out}/report.md"], ["export", b, "--perfetto", "{out}/trace.json"]]
+    for args in commands:
+        printed = {}
+        for name, store in (("lake", sqlite_lake), ("file", str(file_store))):
+            out = tmp_path / name
+            out.mkdir(exist_ok=True)
+            res = run_cli(*(x.replace("{out}", str(out)) for x in args), "--store", store)
+            assert res.returncode in (0, 1), res.stderr  # check: 1 = a regression found
+            text = res.stdout + "".join(p.read_text() for p in sorted(out.iterdir()))
+            text = text.replace(store, "STORE").replace(str(out), "OUT")
+            printed[name] = re.sub(r'"?ingested_at"?: ?"[^"]*"|read lake snapshot \d+[^"\n]*', "", text)
+        assert printed["lake"] == printed["file"], args
+
+
+def test_readers_cannot_write_the_lake(sqlite_lake: str) -> None:
+    res = run_cli("query", "CREATE TABLE x (a INT)", "--store", sqlite_lake)
+    assert res.returncode == 2 and res.stderr.startswith("error: ") and res.stderr.count("\n") == 1
+
+
+def test_a_missing_lake_is_one_line(tmp_path: Path) -> None:
+    res = run_cli("runs", "--store", _sqlite_url(tmp_path))
+    assert res.returncode == 2 and res.stderr.count("\n") == 1
+    assert "tracekit lake init" in res.stderr
+
+
+def _ingest_procs(url: str, batches: list[list[Path]]) -> list[subprocess.Popen[str]]:
+    env = {k: v for k, v in os.environ.items() if k != "TRACEKIT_STORE"}
+    return [subprocess.Popen([sys.executable, "-c", "from tracekit.cli.main import main; main()", "ingest",
+                              *map(str, batch), "--store", url, "--json"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+            for batch in batches]
+
+
+def _wait_all(procs: list[subprocess.Popen[str]]) -> list[list[dict[str, object]]]:
+    out = []
+    for proc in procs:
+        stdout, stderr = proc.communicate(timeout=900)
+        assert proc.returncode == 0, stderr
+        out.append(json.loads(stdout))
+    return out
+
+
+def _concurrent_writers(url: str, tmp_path: Path, writers: int, runs_each: int) -> None:
+    """``writers`` processes each ingest their own ``runs_each`` traces, and all of them also the
+    same one trace, at once: every run exactly once, the shared one once."""
+    copies = distinct_copies(tmp_path, writers * runs_each + 1)
+    shared, own = copies[0], copies[1:]
+    batches = [[shared, *own[i * runs_each:(i + 1) * runs_each]] for i in range(writers)]
+    results = _wait_all(_ingest_procs(url, batches))
+    created_shared = sum(bool(r[0]["created"]) for r in results)
+    assert created_shared == 1  # one writer stored it; the others found it committed
+    assert len({r[0]["run_id"] for r in results}) == 1
+    n = writers * runs_each + 1
+    assert _rows(url, "SELECT count(*), count(DISTINCT run_id) FROM run_meta") == [(n, n)]
+    # every run whole: each has the sample's host events, none twice
+    per_run = _rows(url, "SELECT count(*) FROM host_events GROUP BY run_id")
+    assert len(per_run) == n and len({c for (c,) in per_run}) == 1
+
+
+def test_sqlite_catalog_takes_several_local_writers(sqlite_lake: str, tmp_path: Path) -> None:
+    _concurrent_writers(sqlite_lake, tmp_path, writers=2, runs_each=4)
+
+
+def test_compaction_merges_files_and_changes_no_row(sqlite_lake: str, tmp_path: Path) -> None:
+    _ok(run_cli("ingest", *map(str, distinct_copies(tmp_path, 6)), "--store", sqlite_lake))
+    before = {v: _view_rows(sqlite_lake, v) for v in ("runs", "kernels", "ops", "ranks")}
+    done = json.loads(_ok(run_cli("lake", "compact", sqlite_lake, "--json")))
+    assert done["files_after"] < done["files_before"]
+    assert {v: _view_rows(sqlite_lake, v) for v in before} == before
+
+
+@pytest.fixture(scope="module")
+def pg() -> Iterator[tuple[str, int]]:
+    from lake_services import postgres
+
+    with postgres() as server:
+        yield server
+
+
+def test_postgresql_catalog_takes_concurrent_writers(pg: tuple[str, int], tmp_path: Path) -> None:
+    host, port = pg
+    url = f"lake:postgresql://postgres@{host}:{port}/lake?data={tmp_path}/data"
+    _ok(run_cli("lake", "init", url))
+    _concurrent_writers(url, tmp_path, writers=4, runs_each=3)
+
+
+def test_postgresql_catalog_with_data_on_s3(pg: tuple[str, int], tmp_path: Path) -> None:
+    from lake_services import s3
+
+    host, port = pg
+    with s3("lake") as env:
+        url = f"lake:postgresql://postgres@{host}:{port}/lake_s3?data=s3://lake/tracekit/"
+        subprocess.run(["runuser", "-u", "postgres", "--", "createdb", "-h", host, "-p", str(port), "lake_s3"]
+                       if os.geteuid() == 0 else ["createdb", "-h", host, "-p", str(port), "-U", "postgres", "lake_s3"],
+                       check=True, capture_output=True)
+        assert run_cli("lake", "init", url, env=env).returncode == 0
+        copies = distinct_copies(tmp_path, 3)
+        ids = json.loads(_ok(run_cli("ingest", *map(str, copies), "--store", url, "--json", env=env)))
+        assert len({r["run_id"] for r in ids}) == 3
+        res = run_cli("query", "SELECT count(*) AS n_runs FROM runs", "--store", url, env=env)
+        assert res.returncode == 0 and "3" in res.stdout
+
+
+def test_dashboard_pages_render_from_a_lake_as_from_a_file(sqlite_lake: str, tmp_path: Path) -> None:
+    from tracekit.dashboard.app import render_page
+
+    file_store = tmp_path / "file.duckdb"
+    copies = distinct_copies(tmp_path, 2)
+    for store in (sqlite_lake, str(file_store)):
+        _ok(run_cli("ingest", *map(str, copies), "--store", store, "--workload", "w"))
+    a, b = (r[0] for r in _rows(str(file_store), "SELECT run_id FROM run_meta ORDER BY run_id"))
+    for page, search in (("/", ""), ("/weekly", ""), ("/run", f"?run={a}"), ("/compare", f"?a={a}&b={b}")):
+        on_lake, on_file = (str(render_page(store, page, search)) for store in (sqlite_lake, file_store))
+        assert "tk-error" not in on_lake and (page == "/weekly" or a in on_lake), page
+        assert on_lake.replace(sqlite_lake, "S") == on_file.replace(str(file_store), "S"), page

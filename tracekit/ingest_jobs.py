@@ -1,0 +1,142 @@
+"""``tracekit ingest --jobs N``: parse runs in N processes at once, then store them as one.
+
+Parsing is CPU-bound Python and C in one process per run; a store has one writer. So the runs are
+**staged** in parallel — each worker process (a *spawn* pool: no state inherited from the parent,
+0.3 s to start) ingests one run into its own private store file in ``TRACEKIT_TMPDIR`` with the
+ordinary :func:`tracekit.ingest.ingest` — and the parent then copies every staged run into the
+store: a store file in ONE transaction for the whole command, as without ``--jobs`` (all runs or
+none); a lake one run per transaction with its claim (:mod:`tracekit.ingest_lake`). The rows are
+those of a sequential ingest (same parsers, same checks); only the work is spread. Each worker
+has the memory budget of one ingest (``TRACEKIT_MEMORY_LIMIT``), so N jobs may use N times it.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from tracekit import errors
+from tracekit.errors import PathError
+from tracekit.ingest import IngestResult, RunInput, ingest
+from tracekit.lake.publish import STAGE
+from tracekit.sql_text import quote
+from tracekit.store import RUN_TABLES, close, connect, update_run_meta
+
+__all__ = ["MAX_JOBS", "copy_staged_runs", "default_jobs", "stage_runs"]
+
+#: At most this many worker processes (more only adds start-up and memory).
+MAX_JOBS = 64
+
+#: ingest() options a worker can take (callbacks and a read-ahead stay in the parent).
+_WORKER_OPTIONS = ("format_name", "label", "workload", "tags", "python_events", "captured_at", "one_run")
+
+
+def _stage_chunk(sources: list[str], staged: str, options: dict[str, Any]) -> tuple[bool, Any]:
+    """In a worker: ingest ``sources`` (one run each) into the new store file ``staged``; (True,
+    their results) or (False, (error class name, path, reason)) for a user's mistake (exceptions
+    with a two-argument constructor do not survive pickling as themselves)."""
+    try:
+        return True, ingest(sources, staged, **options)
+    except PathError as exc:
+        return False, (type(exc).__name__, exc.path, exc.reason)
+
+
+def _raise(error: tuple[str, str, str]) -> None:
+    name, path, reason = error
+    cls = getattr(errors, name, PathError)
+    raise (cls if isinstance(cls, type) and issubclass(cls, PathError) else PathError)(path, reason)
+
+
+def _chunks(items: Sequence[RunInput], jobs: int) -> list[list[RunInput]]:
+    """The runs split into at most ``jobs`` lists of about equal input bytes (largest first, each
+    to the lightest list so far), each in input order."""
+    order = {id(item): i for i, item in enumerate(items)}
+    chunks: list[list[RunInput]] = [[] for _ in range(min(jobs, len(items)))]
+    load = [0] * len(chunks)
+    for item in sorted(items, key=lambda it: -it.input_bytes):
+        k = load.index(min(load))
+        chunks[k].append(item)
+        load[k] += item.input_bytes
+    return [sorted(c, key=lambda it: order[id(it)]) for c in chunks if c]
+
+
+def stage_runs(items: Sequence[RunInput], stage_dir: Path, jobs: int,
+               options: dict[str, Any]) -> list[tuple[IngestResult, Path]]:
+    """Ingest the distinct runs of ``items`` with ``jobs`` worker processes, each into one store
+    file of its own under ``stage_dir`` (its runs balanced by input bytes); (result, staged file)
+    per distinct run, in input order. An input error is raised once every worker has stopped."""
+    unique = list({item.run_id: item for item in items}.values())
+    worker_options = {k: v for k, v in options.items() if k in _WORKER_OPTIONS}
+    context = multiprocessing.get_context("spawn")
+    chunks = _chunks(unique, jobs)
+    staged = [stage_dir / f"stage{i}.duckdb" for i in range(len(chunks))]
+    with ProcessPoolExecutor(max_workers=len(chunks), mp_context=context) as pool:
+        futures = [pool.submit(_stage_chunk, [str(it.source) for it in chunk], str(path), worker_options)
+                   for chunk, path in zip(chunks, staged)]
+        outcomes = [f.result() for f in futures]
+    where: dict[str, tuple[IngestResult, Path]] = {}
+    for (ok, value), path in zip(outcomes, staged):
+        if not ok:
+            _raise(value)
+        where.update({r.run_id: (r, path) for r in value})
+    return [where[item.run_id] for item in unique]
+
+
+def copy_staged_runs(store: Path, staged: list[tuple[IngestResult, Path]], options: dict[str, Any]
+                     ) -> dict[str, IngestResult]:
+    """Copy staged runs into the store file ``store`` in one transaction; a run the store holds
+    already is not copied (its label, workload and tags are updated, as a re-ingest does). Returns
+    each run's result by run id; ``options["before_commit"]`` is called before COMMIT."""
+    con = connect(store, on_wait=options.get("on_lock_wait"))
+    results: dict[str, IngestResult] = {}
+    files = list(dict.fromkeys(path for _r, path in staged))
+    try:
+        for i, path in enumerate(files):
+            con.execute(f"ATTACH {quote(str(path))} AS {STAGE}{i} (READ_ONLY)")
+        # the copy is a parallel scan of the staged files: every core, not the writer's one thread
+        con.execute(f"SET threads = {max(1, os.cpu_count() or 1)}")
+        con.execute("BEGIN")
+        held = {r[0] for r in con.execute(
+            "SELECT run_id FROM run_meta WHERE run_id IN (SELECT unnest(?::VARCHAR[]))",
+            [[r.run_id for r, _p in staged]]).fetchall()}
+        for result, _path in staged:
+            results[result.run_id] = _existing(con, result, options) if result.run_id in held else result
+        for i, path in enumerate(files):
+            new = [r.run_id for r, p in staged if p == path and r.run_id not in held]
+            for table in RUN_TABLES if new else ():
+                con.execute(f"INSERT INTO main.{table} BY NAME SELECT * FROM {STAGE}{i}.main.{table} "
+                            "WHERE run_id IN (SELECT unnest(?::VARCHAR[]))", [new])
+        before_commit = options.get("before_commit")
+        if before_commit is not None:
+            before_commit(con, list(results.values()))
+        con.execute("COMMIT")
+    except BaseException:
+        try:
+            con.execute("ROLLBACK")
+        except Exception:  # noqa: BLE001,S110 - nothing to roll back: the error came before BEGIN
+            pass
+        raise
+    finally:
+        close(con)
+    return results
+
+
+def _existing(con: Any, result: IngestResult, options: dict[str, Any]) -> IngestResult:
+    """A run the store holds already: its label, workload and tags updated, as a re-ingest does."""
+    updated = update_run_meta(con, result.run_id, label=options.get("label"), workload=options.get("workload"),
+                              tags=dict(options.get("tags") or {}))
+    return IngestResult(run_id=result.run_id, source=result.source, format=result.format, created=False,
+                        vendor=result.vendor, device_name=result.device_name, n_files=result.n_files,
+                        updated=updated)
+
+
+def default_jobs() -> int:
+    """``--jobs 0``: one worker per core this process may use."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not Linux
+        return max(1, os.cpu_count() or 1)
