@@ -21,11 +21,12 @@ from fuzz_kineto import check_both_paths, mutations
 import tracekit
 from tracekit.errors import TraceInputError
 from tracekit.limits import InputLimitError
-from tracekit.parsers import kineto
+from tracekit.parsers.native import built
 
+SCANNER_C = built("_kineto_scan")  # the C scanner, None when it is not built
 ROOT = Path(__file__).resolve().parent.parent
 native_only = pytest.mark.skipif(
-    kineto._native is None, reason="the C scanner is not built here (no C compiler at install)"
+    SCANNER_C is None, reason="the C scanner is not built here (no C compiler at install)"
 )
 PATHS = [pytest.param(False, marks=native_only, id="C"), pytest.param(True, id="pure")]
 
@@ -234,7 +235,7 @@ class _CountingScanner:
     """Wraps the C scanner, adding up the bytes each scan() is handed."""
 
     scanned = 0
-    real = kineto._native.Scanner if kineto._native is not None else None
+    real = SCANNER_C.Scanner if SCANNER_C is not None else None
 
     def __init__(self, *args: object) -> None:
         assert self.real is not None
@@ -263,7 +264,7 @@ def test_a_long_event_is_scanned_in_linear_time(tmp_path: Path, monkeypatch: pyt
     n = 32 << 20
     path = tmp_path / "long.json.gz"
     path.write_bytes(_long_name(n))
-    monkeypatch.setattr(kineto._native, "Scanner", _CountingScanner)
+    monkeypatch.setattr(SCANNER_C, "Scanner", _CountingScanner)
     _CountingScanner.scanned = 0
     _ingest(path, tmp_path / "s.duckdb", False, monkeypatch)
     assert n < _CountingScanner.scanned < 3 * n

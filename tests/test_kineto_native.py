@@ -22,8 +22,9 @@ from helpers import run_cli
 import tracekit
 from tracekit.errors import TraceInputError
 from tracekit.parsers import kineto
+from tracekit.parsers.native import built
 
-if kineto._native is None:
+if built("_kineto_scan") is None:
     if os.environ.get("CI"):
         raise RuntimeError("CI must build the C scanner (setup.py); it is missing")
     pytest.skip(
@@ -242,36 +243,64 @@ def test_bad_input_through_the_cli_is_one_line_naming_the_file(tmp_path: Path) -
     assert at <= near <= at + 40  # the position is in the whole file's decompressed bytes
 
 
+def _stored(store: Path, sql: str) -> tuple[object, ...] | None:
+    con = duckdb.connect(str(store), read_only=True)
+    try:
+        return con.execute(sql).fetchone()
+    finally:
+        con.close()
+
+
 def test_read_ahead_is_used_only_for_the_same_file_and_python_flag(tmp_path: Path) -> None:
+    """A read-ahead is handed to the ingest explicitly (as the CLI does) and used only when it
+    reads the same content with the same python_events; otherwise the ingest reads the file
+    itself and stops the read-ahead."""
     path = tmp_path / "tricky.json.gz"
     path.write_bytes(gzip.compress(json.dumps(_tricky_trace()).encode()))
-    kineto.read_ahead([path], python_events=False)
-    assert len(kineto._READ_AHEAD) == 1
     # asked with Python events: the read-ahead (without them) must not be used
-    tracekit.ingest([path], store=tmp_path / "py.duckdb", python_events=True)
-    con = duckdb.connect(str(tmp_path / "py.duckdb"), read_only=True)
-    assert con.execute("SELECT count(*) FROM host_events WHERE category = 'python'").fetchone() == (1,)
-    con.close()
-    # the one without Python events was stopped when the file was taken for the ingest
-    assert not kineto._READ_AHEAD
+    ahead = kineto.read_ahead([path], python_events=False)
+    assert ahead is not None
+    tracekit.ingest([path], store=tmp_path / "py.duckdb", python_events=True, read_ahead=ahead)
+    assert not ahead.claimed
+    assert _stored(tmp_path / "py.duckdb", "SELECT count(*) FROM host_events WHERE category = 'python'") == (1,)
     # a read-ahead of content that changed since is not used either
-    kineto.read_ahead([path], python_events=False)
+    ahead = kineto.read_ahead([path], python_events=False)
+    assert ahead is not None
+    ahead.header()  # it has opened the old content
     data = _tricky_trace()
     data["traceEvents"] = data["traceEvents"][:3]  # type: ignore[index]
     path.write_bytes(gzip.compress(json.dumps(data).encode()))
     os.utime(path, ns=(1, 1))
-    tracekit.ingest([path], store=tmp_path / "short.duckdb")
-    con = duckdb.connect(str(tmp_path / "short.duckdb"), read_only=True)
-    assert con.execute("SELECT n_trace_events FROM rank_meta").fetchone() == (3,)
-    con.close()
-    # the matching one is picked up (and so leaves the registry)
-    kineto.read_ahead([path], python_events=False)
-    assert len(kineto._READ_AHEAD) == 1
-    tracekit.ingest([path], store=tmp_path / "again.duckdb")
-    assert not kineto._READ_AHEAD
-    kineto.read_ahead([path], python_events=False)
-    kineto.cancel_read_aheads()
-    assert not kineto._READ_AHEAD
+    tracekit.ingest([path], store=tmp_path / "short.duckdb", read_ahead=ahead)
+    assert not ahead.claimed
+    assert _stored(tmp_path / "short.duckdb", "SELECT n_trace_events FROM rank_meta") == (3,)
+    # the matching one is used, once
+    ahead = kineto.read_ahead([path], python_events=False)
+    assert ahead is not None
+    tracekit.ingest([path], store=tmp_path / "again.duckdb", read_ahead=ahead)
+    assert ahead.claimed and not ahead.claim(path, False)
+    assert _stored(tmp_path / "again.duckdb", "SELECT n_trace_events FROM rank_meta") == (3,)
+    # another file's read-ahead is not used (and is stopped)
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps(_tricky_trace()))
+    ahead = kineto.read_ahead([other], python_events=False)
+    assert ahead is not None
+    tracekit.ingest([path], store=tmp_path / "third.duckdb", read_ahead=ahead)
+    assert not ahead.claimed
+
+
+def test_read_ahead_only_for_kineto_looking_files_with_the_scanner_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(_tricky_trace()))
+    assert kineto.read_ahead([tmp_path / "missing.json", tmp_path / "x.pb"], python_events=False) is None
+    monkeypatch.setenv("TRACEKIT_PURE_PYTHON", "1")
+    assert kineto.read_ahead([path], python_events=False) is None  # native.load says no
+    monkeypatch.delenv("TRACEKIT_PURE_PYTHON")
+    ahead = kineto.read_ahead([tmp_path / "x.pb", path], python_events=True)
+    assert ahead is not None and ahead.file.path == path and ahead.file.keep_python
+    ahead.cancel()
 
 
 def test_no_column_table_outlives_its_ingest(tmp_path: Path) -> None:

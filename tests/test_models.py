@@ -69,7 +69,7 @@ def _hf_config(spec: models.ModelSpec, **extra: object) -> dict[str, object]:
         "architectures": [spec.architecture], "hidden_size": spec.hidden_size,
         "num_hidden_layers": spec.num_hidden_layers, "num_attention_heads": spec.num_attention_heads,
         "num_key_value_heads": spec.num_key_value_heads, "head_dim": spec.head_dim,
-        "intermediate_size": spec.intermediate_size or spec.moe_intermediate_size,
+        "intermediate_size": spec.intermediate_size or spec.moe.moe_intermediate_size,
         "vocab_size": spec.vocab_size, "tie_word_embeddings": bool(spec.tie_word_embeddings),
         "torch_dtype": "bfloat16", "max_position_embeddings": spec.max_position_embeddings,
     }
@@ -93,7 +93,7 @@ def test_config_json_gives_the_catalog_numbers(tmp_path: Path) -> None:
                                           "modules_to_not_convert": ["model.layers.*.self_attn", "lm_head"]})
     (tmp_path / "oss.json").write_text(json.dumps(cfg))
     got = models.load(str(tmp_path / "oss.json"))
-    assert (got.expert_weights_dtype, got.sliding_window, got.sliding_window_pattern) == ("mxfp4", 128, 2)
+    assert (got.expert_weights_dtype, got.window) == ("mxfp4", models.SlidingWindow(128, 2))
     assert got.weight_bytes()["total"] == g.weight_bytes()["total"] == 13_761_264_768
 
     d = models.load("deepseek-v3")
@@ -214,3 +214,17 @@ def test_bad_config_json_through_the_cli_is_one_line(tmp_path: Path) -> None:
     lines = res.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"error: {cfg}: not a decoder config: bad value:"), lines
     assert not store.exists()
+
+
+def test_stored_json_is_flat_and_round_trips_through_the_groups() -> None:
+    """The JSON stored with a run names every field flat, as the catalog does (the MoE, window
+    and MLA groups are an in-memory shape only), and reads back to the same spec."""
+    toml_fields = {k for entry in models._raw_catalog()["models"].values() for k in entry} - {
+        "aliases", "not_found", "quantization"}
+    for spec in {s.key: s for s in models.catalog().values()}.values():
+        stored = json.loads(models.to_json(spec))
+        assert toml_fields <= set(stored) and not {"moe", "window", "mla"} & set(stored)
+        assert models.from_json(models.to_json(spec)) == spec
+    ds = models.load("deepseek-v3")
+    stored = json.loads(models.to_json(ds))
+    assert (stored["kv_lora_rank"], stored["num_experts"]) == (ds.mla.kv_lora_rank, ds.moe.num_experts) == (512, 256)

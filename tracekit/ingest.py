@@ -546,7 +546,7 @@ def _elsewhere(paths: Sequence[str | Path], target: str | Path, read_ahead: Read
     """Ingest into a lake (:func:`tracekit.ingest_lake.ingest_into_lake`) or, with ``jobs`` > 1,
     parse the runs in parallel and store them in one transaction (:mod:`tracekit.ingest_jobs`).
     Each run's own ingest reads its files: a read-ahead started for this command is stopped."""
-    from tracekit.ingest_jobs import MAX_JOBS, copy_staged_runs, default_jobs, stage_runs
+    from tracekit.ingest_jobs import MAX_JOBS, default_jobs, ingest_in_parallel
 
     if read_ahead is not None:
         read_ahead.cancel()
@@ -561,8 +561,7 @@ def _elsewhere(paths: Sequence[str | Path], target: str | Path, read_ahead: Read
     existed = target.exists()
     try:
         with tempfile.TemporaryDirectory(prefix="tracekit-stage-", dir=temp_dir()) as stage_dir:
-            staged = stage_runs(items, Path(stage_dir), jobs, options)
-            done = copy_staged_runs(target, staged, options)
+            done = ingest_in_parallel(items, target, jobs, Path(stage_dir), options)
     except BaseException:
         if not existed:
             for leftover in (target, Path(str(target) + ".wal")):

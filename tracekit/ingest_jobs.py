@@ -15,7 +15,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -24,9 +24,9 @@ from tracekit.errors import PathError
 from tracekit.ingest import IngestResult, RunInput, ingest
 from tracekit.lake.publish import STAGE
 from tracekit.sql_text import quote
-from tracekit.store import RUN_TABLES, close, connect, update_run_meta
+from tracekit.store import RUN_TABLES, update_run_meta
 
-__all__ = ["MAX_JOBS", "copy_staged_runs", "default_jobs", "stage_runs"]
+__all__ = ["MAX_JOBS", "default_jobs", "ingest_in_parallel", "stage_runs"]
 
 #: At most this many worker processes (more only adds start-up and memory).
 MAX_JOBS = 64
@@ -64,64 +64,79 @@ def _chunks(items: Sequence[RunInput], jobs: int) -> list[list[RunInput]]:
     return [sorted(c, key=lambda it: order[id(it)]) for c in chunks if c]
 
 
+def _submit(pool: ProcessPoolExecutor, chunks: list[list[RunInput]], stage_dir: Path,
+            options: dict[str, Any]) -> list[tuple[Future[tuple[bool, Any]], Path]]:
+    worker_options = {k: v for k, v in options.items() if k in _WORKER_OPTIONS}
+    staged = [stage_dir / f"stage{i}.duckdb" for i in range(len(chunks))]
+    return [(pool.submit(_stage_chunk, [str(it.source) for it in chunk], str(path), worker_options), path)
+            for chunk, path in zip(chunks, staged)]
+
+
+def _collect(futures: list[tuple[Future[tuple[bool, Any]], Path]]) -> dict[str, tuple[IngestResult, Path]]:
+    """Each staged run by run id: (its result, its staged file); the first input error raised."""
+    where: dict[str, tuple[IngestResult, Path]] = {}
+    for future, path in futures:
+        ok, value = future.result()
+        if not ok:
+            _raise(value)
+        where.update({r.run_id: (r, path) for r in value})
+    return where
+
+
 def stage_runs(items: Sequence[RunInput], stage_dir: Path, jobs: int,
                options: dict[str, Any]) -> list[tuple[IngestResult, Path]]:
     """Ingest the distinct runs of ``items`` with ``jobs`` worker processes, each into one store
     file of its own under ``stage_dir`` (its runs balanced by input bytes); (result, staged file)
     per distinct run, in input order. An input error is raised once every worker has stopped."""
     unique = list({item.run_id: item for item in items}.values())
-    worker_options = {k: v for k, v in options.items() if k in _WORKER_OPTIONS}
-    context = multiprocessing.get_context("spawn")
     chunks = _chunks(unique, jobs)
-    staged = [stage_dir / f"stage{i}.duckdb" for i in range(len(chunks))]
-    with ProcessPoolExecutor(max_workers=len(chunks), mp_context=context) as pool:
-        futures = [pool.submit(_stage_chunk, [str(it.source) for it in chunk], str(path), worker_options)
-                   for chunk, path in zip(chunks, staged)]
-        outcomes = [f.result() for f in futures]
-    where: dict[str, tuple[IngestResult, Path]] = {}
-    for (ok, value), path in zip(outcomes, staged):
-        if not ok:
-            _raise(value)
-        where.update({r.run_id: (r, path) for r in value})
+    with ProcessPoolExecutor(max_workers=len(chunks), mp_context=multiprocessing.get_context("spawn")) as pool:
+        where = _collect(_submit(pool, chunks, stage_dir, options))
     return [where[item.run_id] for item in unique]
 
 
-def copy_staged_runs(store: Path, staged: list[tuple[IngestResult, Path]], options: dict[str, Any]
-                     ) -> dict[str, IngestResult]:
-    """Copy staged runs into the store file ``store`` in one transaction; a run the store holds
-    already is not copied (its label, workload and tags are updated, as a re-ingest does). Returns
-    each run's result by run id; ``options["before_commit"]`` is called before COMMIT."""
-    con = connect(store, on_wait=options.get("on_lock_wait"))
+def ingest_in_parallel(items: Sequence[RunInput], store: Path, jobs: int, stage_dir: Path,
+                       options: dict[str, Any]) -> dict[str, IngestResult]:
+    """Ingest ``items`` into the store file ``store`` with ``jobs`` processes in ONE transaction:
+    this process ingests one share of the runs (balanced by input bytes) straight into the store
+    while ``jobs - 1`` workers stage the others, whose rows are then copied in before COMMIT (a run
+    the store holds already is not copied: its labels are updated, as a re-ingest does). Returns
+    each run's result by run id."""
+    unique = list({item.run_id: item for item in items}.values())
+    mine, *others = _chunks(unique, jobs)
     results: dict[str, IngestResult] = {}
+    user_before_commit = options.get("before_commit")
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=max(1, len(others)), mp_context=context) as pool:
+        futures = _submit(pool, others, stage_dir, options)
+
+        def copy_staged(con: Any, own: list[IngestResult]) -> None:
+            results.update({r.run_id: r for r in own})
+            staged = _collect(futures)
+            results.update(_copy_into(con, list(staged.values()), options))
+            if user_before_commit is not None:
+                user_before_commit(con, list(results.values()))
+
+        ingest([str(it.source) for it in mine], store, **dict(options, before_commit=copy_staged))
+    return results
+
+
+def _copy_into(con: Any, staged: list[tuple[IngestResult, Path]], options: dict[str, Any]) -> dict[str, IngestResult]:
+    """Copy staged runs into the store open on ``con``, inside its transaction."""
     files = list(dict.fromkeys(path for _r, path in staged))
-    try:
-        for i, path in enumerate(files):
-            con.execute(f"ATTACH {quote(str(path))} AS {STAGE}{i} (READ_ONLY)")
-        # the copy is a parallel scan of the staged files: every core, not the writer's one thread
-        con.execute(f"SET threads = {max(1, os.cpu_count() or 1)}")
-        con.execute("BEGIN")
-        held = {r[0] for r in con.execute(
-            "SELECT run_id FROM run_meta WHERE run_id IN (SELECT unnest(?::VARCHAR[]))",
-            [[r.run_id for r, _p in staged]]).fetchall()}
-        for result, _path in staged:
-            results[result.run_id] = _existing(con, result, options) if result.run_id in held else result
-        for i, path in enumerate(files):
-            new = [r.run_id for r, p in staged if p == path and r.run_id not in held]
-            for table in RUN_TABLES if new else ():
-                con.execute(f"INSERT INTO main.{table} BY NAME SELECT * FROM {STAGE}{i}.main.{table} "
-                            "WHERE run_id IN (SELECT unnest(?::VARCHAR[]))", [new])
-        before_commit = options.get("before_commit")
-        if before_commit is not None:
-            before_commit(con, list(results.values()))
-        con.execute("COMMIT")
-    except BaseException:
-        try:
-            con.execute("ROLLBACK")
-        except Exception:  # noqa: BLE001,S110 - nothing to roll back: the error came before BEGIN
-            pass
-        raise
-    finally:
-        close(con)
+    held = {r[0] for r in con.execute(
+        "SELECT run_id FROM run_meta WHERE run_id IN (SELECT unnest(?::VARCHAR[]))",
+        [[r.run_id for r, _p in staged]]).fetchall()}
+    results = {r.run_id: (_existing(con, r, options) if r.run_id in held else r) for r, _p in staged}
+    for i, path in enumerate(files):
+        new = [r.run_id for r, p in staged if p == path and r.run_id not in held]
+        if not new:
+            continue
+        alias = f"{STAGE}{i}"
+        con.execute(f"ATTACH {quote(str(path))} AS {alias} (READ_ONLY)")
+        for table in RUN_TABLES:
+            con.execute(f"INSERT INTO main.{table} BY NAME SELECT * FROM {alias}.main.{table} "
+                        "WHERE run_id IN (SELECT unnest(?::VARCHAR[]))", [new])
     return results
 
 

@@ -24,7 +24,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from tracekit.config_toml import typed_table
+from tracekit.config_toml import typed_table, unknown_keys
 from tracekit.errors import PathError
 
 #: bytes per stored value of each weight format (scales included)
@@ -49,11 +49,73 @@ class ModelError(PathError, ValueError):
 
 
 @dataclass(frozen=True)
+class MoE:
+    """A model's mixture-of-experts layers (all 0: a dense model): ``num_experts`` routed experts
+    of ``moe_intermediate_size`` per MoE layer, ``num_experts_per_tok`` of them picked per token,
+    ``n_shared_experts`` every token uses; the first ``first_k_dense_replace`` layers are dense;
+    ``expert_bias`` / ``router_bias``: the experts' and the router's projections have biases
+    (gpt-oss)."""
+
+    num_experts: int = 0
+    num_experts_per_tok: int = 0
+    moe_intermediate_size: int = 0
+    n_shared_experts: int = 0
+    first_k_dense_replace: int = 0
+    expert_bias: bool = False
+    router_bias: bool = False
+
+    def layers(self, num_hidden_layers: int) -> int:
+        """The MoE layers among ``num_hidden_layers`` (0 for a dense model)."""
+        return num_hidden_layers - self.first_k_dense_replace if self.num_experts else 0
+
+
+@dataclass(frozen=True)
+class SlidingWindow:
+    """Sliding-window attention: ``sliding_window`` tokens (0: none); ``sliding_window_pattern``
+    n: every n-th layer is global, the others attend over the window (2: gpt-oss's alternation,
+    6: Gemma 3's 5:1; 0: every layer windowed)."""
+
+    sliding_window: int = 0
+    sliding_window_pattern: int = 0
+
+    def layers(self, num_hidden_layers: int) -> int:
+        """The layers among ``num_hidden_layers`` that attend over the window only."""
+        if not self.sliding_window:
+            return 0
+        if not self.sliding_window_pattern:
+            return num_hidden_layers
+        return num_hidden_layers - num_hidden_layers // self.sliding_window_pattern
+
+
+@dataclass(frozen=True)
+class MLA:
+    """Multi-head latent attention (DeepSeek-V3; ``kv_lora_rank`` 0: none): low-rank Q
+    (``q_lora_rank``, 0: a full Q projection) and a joint K/V latent of ``kv_lora_rank`` plus a
+    shared RoPE key of ``qk_rope_head_dim``; per head ``qk_nope_head_dim`` + ``qk_rope_head_dim``
+    query/key and ``v_head_dim`` value dimensions."""
+
+    q_lora_rank: int = 0
+    kv_lora_rank: int = 0
+    qk_rope_head_dim: int = 0
+    qk_nope_head_dim: int = 0
+    v_head_dim: int = 0
+
+    def attention_params(self, hidden: int, heads: int) -> int:
+        """Parameters of one layer's attention projections (Q, the K/V compression, O)."""
+        qk = self.qk_nope_head_dim + self.qk_rope_head_dim
+        q = (hidden * self.q_lora_rank + self.q_lora_rank + self.q_lora_rank * heads * qk
+             if self.q_lora_rank else hidden * heads * qk)
+        kv = (hidden * (self.kv_lora_rank + self.qk_rope_head_dim) + self.kv_lora_rank
+              + self.kv_lora_rank * heads * (self.qk_nope_head_dim + self.v_head_dim))
+        return q + kv + heads * self.v_head_dim * hidden
+
+
+@dataclass(frozen=True)
 class ModelSpec:
-    """One decoder-only LLM. Field names follow Hugging Face ``config.json``; MoE fields are 0 for
-    dense models; ``sliding_window`` 0 = none (``sliding_window_pattern`` n: every n-th layer is
-    global, the others attend over the window; 2 = gpt-oss's alternation, 6 = Gemma 3's 5:1);
-    MLA fields (``kv_lora_rank`` > 0) replace the K/V projections (DeepSeek-V3)."""
+    """One decoder-only LLM. Field names follow Hugging Face ``config.json``; the MoE, sliding
+    window and MLA fields are grouped in :class:`MoE`, :class:`SlidingWindow` and :class:`MLA`
+    (their fields keep the ``config.json`` names; :func:`flat_values` and :func:`from_flat` map
+    between the flat form the catalog, config.json and the stored JSON use and this one)."""
 
     key: str
     name: str
@@ -69,20 +131,9 @@ class ModelSpec:
     qk_norm: bool = False
     attention_bias: bool = False
     attention_sinks: bool = False
-    num_experts: int = 0
-    num_experts_per_tok: int = 0
-    moe_intermediate_size: int = 0
-    n_shared_experts: int = 0
-    first_k_dense_replace: int = 0
-    expert_bias: bool = False
-    router_bias: bool = False
-    sliding_window: int = 0
-    sliding_window_pattern: int = 0
-    q_lora_rank: int = 0
-    kv_lora_rank: int = 0
-    qk_rope_head_dim: int = 0
-    qk_nope_head_dim: int = 0
-    v_head_dim: int = 0
+    moe: MoE = MoE()
+    window: SlidingWindow = SlidingWindow()
+    mla: MLA = MLA()
     max_position_embeddings: int = 0
     weights_dtype: str = "bf16"
     expert_weights_dtype: str = ""
@@ -95,11 +146,11 @@ class ModelSpec:
     # -- structure ---------------------------------------------------------------------------
     @property
     def is_moe(self) -> bool:
-        return self.num_experts > 0
+        return self.moe.num_experts > 0
 
     @property
     def moe_layers(self) -> int:
-        return self.num_hidden_layers - self.first_k_dense_replace if self.is_moe else 0
+        return self.moe.layers(self.num_hidden_layers)
 
     @property
     def dense_layers(self) -> int:
@@ -110,13 +161,8 @@ class ModelSpec:
         ``dense_mlp``, ``experts`` (routed), ``shared_experts``, ``router``, ``norms``,
         ``embedding``, ``lm_head`` (0 when tied) and ``total``."""
         h, heads, kv, d = self.hidden_size, self.num_attention_heads, self.num_key_value_heads, self.head_dim
-        if self.kv_lora_rank:  # MLA: low-rank Q and joint KV compression
-            qk = self.qk_nope_head_dim + self.qk_rope_head_dim
-            q = (h * self.q_lora_rank + self.q_lora_rank + self.q_lora_rank * heads * qk
-                 if self.q_lora_rank else h * heads * qk)
-            kv_p = (h * (self.kv_lora_rank + self.qk_rope_head_dim) + self.kv_lora_rank
-                    + self.kv_lora_rank * heads * (self.qk_nope_head_dim + self.v_head_dim))
-            attn = q + kv_p + heads * self.v_head_dim * h
+        if self.mla.kv_lora_rank:
+            attn = self.mla.attention_params(h, heads)
         else:
             attn = h * heads * d + 2 * h * kv * d + heads * d * h
             if self.attention_bias:
@@ -125,14 +171,15 @@ class ModelSpec:
                 attn += 2 * d
         if self.attention_sinks:
             attn += heads
-        moe_i = self.moe_intermediate_size
-        expert = 3 * h * moe_i + ((2 * moe_i + h) if self.expert_bias else 0)
-        router = h * self.num_experts + (self.num_experts if self.router_bias else 0)
+        moe = self.moe
+        moe_i = moe.moe_intermediate_size
+        expert = 3 * h * moe_i + ((2 * moe_i + h) if moe.expert_bias else 0)
+        router = h * moe.num_experts + (moe.num_experts if moe.router_bias else 0)
         out = {
             "attention": attn * self.num_hidden_layers,
             "dense_mlp": 3 * h * self.intermediate_size * self.dense_layers,
-            "experts": expert * self.num_experts * self.moe_layers,
-            "shared_experts": 3 * h * moe_i * self.n_shared_experts * self.moe_layers,
+            "experts": expert * moe.num_experts * self.moe_layers,
+            "shared_experts": 3 * h * moe_i * moe.n_shared_experts * self.moe_layers,
             "router": router * self.moe_layers,
             "norms": 2 * h * self.num_hidden_layers + h,
             "embedding": self.vocab_size * h,
@@ -152,9 +199,10 @@ class ModelSpec:
         # quantized checkpoints (fp8, int8, int4, mxfp4) quantize the linear layers; the embedding,
         # LM head, norms and router stay in bf16 (DeepSeek-V3's FP8 release, vLLM's fp8 checkpoints)
         high = FORMAT_BYTES["bf16"] if self.weights_dtype in QUANTIZED else base
-        h, moe_i = self.hidden_size, self.moe_intermediate_size
+        h, moe = self.hidden_size, self.moe
         # expert biases are not quantized (gpt-oss keeps *_bias tensors beside *_blocks/*_scales)
-        bias = (2 * moe_i + h) * self.num_experts * self.moe_layers if self.expert_bias else 0
+        bias = ((2 * moe.moe_intermediate_size + h) * moe.num_experts * self.moe_layers
+                if moe.expert_bias else 0)
         out = {k: v * (base if k in LINEAR_CLASSES else high) for k, v in p.items() if k != "total"}
         out["experts"] = (p["experts"] - bias) * exp + bias * high
         out["total"] = sum(out.values())
@@ -164,7 +212,7 @@ class ModelSpec:
         """Parameters one token touches in a forward: everything but the routed experts it does
         not pick and the embedding table (one row is read): the model cards' "active" count."""
         p = self.params()
-        routed = (p["experts"] * self.num_experts_per_tok // self.num_experts) if self.is_moe else 0
+        routed = (p["experts"] * self.moe.num_experts_per_tok // self.moe.num_experts) if self.is_moe else 0
         return p["total"] - p["experts"] + routed - p["embedding"]
 
     def kv_values_per_token(self) -> int:
@@ -172,18 +220,14 @@ class ModelSpec:
         return self._kv_values_per_layer() * self.num_hidden_layers
 
     def _kv_values_per_layer(self) -> int:
-        return (self.kv_lora_rank + self.qk_rope_head_dim if self.kv_lora_rank
+        return (self.mla.kv_lora_rank + self.mla.qk_rope_head_dim if self.mla.kv_lora_rank
                 else 2 * self.num_key_value_heads * self.head_dim)
 
     @property
     def window_layers(self) -> int:
         """Layers that attend over the sliding window only (every ``sliding_window_pattern``-th
         layer is global)."""
-        if not self.sliding_window:
-            return 0
-        if not self.sliding_window_pattern:
-            return self.num_hidden_layers
-        return self.num_hidden_layers - self.num_hidden_layers // self.sliding_window_pattern
+        return self.window.layers(self.num_hidden_layers)
 
     def step_constants(self, tp: int = 1) -> dict[str, float]:
         """Per-rank constants of the step cost model (``step_costs`` view, docs/findings.md), under
@@ -214,30 +258,31 @@ class ModelSpec:
         h = self.hidden_size
         kv_width = FORMAT_BYTES[self.kv_cache_dtype]
         kv_heads_share = max(1.0, self.num_key_value_heads / tp) / max(1, self.num_key_value_heads)
-        kv_layer = self._kv_values_per_layer() * kv_width * (1.0 if self.kv_lora_rank else kv_heads_share)
+        kv_layer = self._kv_values_per_layer() * kv_width * (1.0 if self.mla.kv_lora_rank else kv_heads_share)
         lm_head_params = self.vocab_size * h  # tied: the embedding matrix is the head
         lm_head_bytes = b["embedding"] if self.tie_word_embeddings else b["lm_head"]
         fixed = b["total"] - b["experts"] - b["embedding"] - b["lm_head"] + lm_head_bytes
-        per_expert = (b["experts"] / self.num_experts) if self.is_moe else 0.0
+        moe, mla = self.moe, self.mla
+        per_expert = (b["experts"] / moe.num_experts) if self.is_moe else 0.0
         active = self.active_params_per_token() - p["lm_head"]
-        if self.kv_lora_rank:  # absorbed MLA: scores over latent+rope, values over the latent
-            pair = 2 * self.num_attention_heads * (2 * self.kv_lora_rank + self.qk_rope_head_dim)
+        if mla.kv_lora_rank:  # absorbed MLA: scores over latent+rope, values over the latent
+            pair = 2 * self.num_attention_heads * (2 * mla.kv_lora_rank + mla.qk_rope_head_dim)
         else:
             pair = 4 * self.num_attention_heads * self.head_dim
         glob = self.num_hidden_layers - self.window_layers
         heads_w = self.num_attention_heads * self.head_dim
         kv_w = 2 * self.num_key_value_heads * self.head_dim
-        mlp_w = 3 * (self.moe_intermediate_size * (self.num_experts_per_tok + self.n_shared_experts)
+        mlp_w = 3 * (moe.moe_intermediate_size * (moe.num_experts_per_tok + moe.n_shared_experts)
                      if self.is_moe else self.intermediate_size)
         act = (4 * h + 2 * heads_w + kv_w + mlp_w) * 2.0 * self.num_hidden_layers
         return {
             "weight_bytes_fixed": fixed / tp,
             "expert_bytes": per_expert / tp,
-            "num_experts": float(self.num_experts),
-            "experts_per_token": float(self.num_experts_per_tok),
+            "num_experts": float(moe.num_experts),
+            "experts_per_token": float(moe.num_experts_per_tok),
             "kv_bytes_per_token_global": kv_layer * glob,
             "kv_bytes_per_token_window": kv_layer * self.window_layers,
-            "sliding_window": float(self.sliding_window),
+            "sliding_window": float(self.window.sliding_window),
             "flops_per_token": 2.0 * active / tp,
             "lm_head_flops_per_seq": 2.0 * lm_head_params / tp,
             "attn_flops_per_pair_global": float(pair * glob) / tp,
@@ -250,7 +295,32 @@ class ModelSpec:
 
 # -- loading -------------------------------------------------------------------------------------
 
-_SPEC_FIELDS = {f.name for f in fields(ModelSpec)}
+#: ModelSpec's groups of fields, by attribute
+_GROUPS: dict[str, type[MoE | SlidingWindow | MLA]] = {"moe": MoE, "window": SlidingWindow, "mla": MLA}
+#: the grouped fields' flat names, by group attribute
+_GROUP_FIELDS = {attr: frozenset(f.name for f in fields(cls)) for attr, cls in _GROUPS.items()}
+#: every grouped field's flat name
+_GROUPED = frozenset[str]().union(*_GROUP_FIELDS.values())
+#: every flat name (the catalog's, config.json's and the stored JSON's keys)
+_FLAT_FIELDS = frozenset(f.name for f in fields(ModelSpec) if f.name not in _GROUPS) | _GROUPED
+
+
+def from_flat(values: Mapping[str, Any]) -> ModelSpec:
+    """The spec of flat ``values`` (every field by its ``config.json`` name, as the catalog and the
+    stored JSON hold them); the grouped ones go to their group."""
+    top = {k: v for k, v in values.items() if k not in _GROUPED}
+    groups: dict[str, Any] = {attr: cls(**{k: v for k, v in values.items() if k in _GROUP_FIELDS[attr]})
+                              for attr, cls in _GROUPS.items()}
+    return ModelSpec(**top, **groups)
+
+
+def flat_values(spec: ModelSpec) -> dict[str, Any]:
+    """Every field of ``spec`` by its flat name (the inverse of :func:`from_flat`)."""
+    out = {f.name: getattr(spec, f.name) for f in fields(ModelSpec) if f.name not in _GROUPS}
+    for attr in _GROUPS:
+        group = getattr(spec, attr)
+        out |= {f.name: getattr(group, f.name) for f in fields(group)}
+    return out
 
 
 #: the packaged catalog, as its errors name it
@@ -266,19 +336,36 @@ def _raw_catalog() -> dict[str, Any]:
         raise ModelError(_CATALOG_FILE, f"not valid TOML: {exc}") from None
 
 
+#: keys of a catalog entry that are not fields of its spec
+_ENTRY_EXTRAS = frozenset({"aliases", "not_found", "quantization"})
+
+
+def _entry_values(where: str, entry: Mapping[str, Any]) -> dict[str, Any]:
+    """A catalog entry's flat field values, each checked against its field's type: ValueError for
+    an unknown key or a missing field, TypeError for a wrong type, the message starting ``where``."""
+    known = _FLAT_FIELDS - {"key", "origin"}
+    bad = unknown_keys(entry, set(known | _ENTRY_EXTRAS))
+    if bad:
+        raise ValueError(f"{where}: unknown key(s) {', '.join(bad)} (known: {', '.join(sorted(known))})")
+    values = typed_table(ModelSpec, entry, where, given=frozenset({"key", "origin", *_GROUPS}),
+                         ignored=_ENTRY_EXTRAS | _GROUPED)
+    for attr, cls in _GROUPS.items():
+        values |= typed_table(cls, {k: v for k, v in entry.items() if k in _GROUP_FIELDS[attr]}, where)
+    return values
+
+
 @cache
 def catalog() -> dict[str, ModelSpec]:
     """Every catalog entry by its lower-case name, aliases included."""
     out: dict[str, ModelSpec] = {}
     for key, entry in _raw_catalog()["models"].items():
         try:
-            values = typed_table(ModelSpec, entry, f"models.{key}", given=frozenset({"key", "origin"}),
-                                 ignored=frozenset({"aliases", "not_found", "quantization"}))
+            values = _entry_values(f"models.{key}", entry)
         except (TypeError, ValueError) as exc:
             raise ModelError(_CATALOG_FILE, str(exc)) from None
         if "tie_word_embeddings" in entry.get("not_found", []):
             values["tie_word_embeddings"] = None
-        spec = ModelSpec(key=key, **values)
+        spec = from_flat({"key": key, **values})
         for name in [key, *entry.get("aliases", [])]:
             out[name] = spec
     return out
@@ -341,7 +428,7 @@ def from_hf_config(cfg: Mapping[str, Any], key: str = "config.json") -> ModelSpe
         "expert_weights_dtype": "mxfp4" if method == "mxfp4" else "",
         "origin": "config.json",
     }
-    return ModelSpec(**values)
+    return from_flat(values)
 
 
 def load(arg: str, *, weights: str | None = None, expert_weights: str | None = None,
@@ -383,14 +470,14 @@ def load(arg: str, *, weights: str | None = None, expert_weights: str | None = N
 
 def to_json(spec: ModelSpec) -> str:
     """The spec as a JSON object (every field; stored with the run, read back by :func:`from_json`)."""
-    return json.dumps({f.name: (dict(getattr(spec, f.name)) if f.name == "sources" else getattr(spec, f.name))
-                       for f in fields(ModelSpec)}, sort_keys=True)
+    values = flat_values(spec)
+    return json.dumps({**values, "sources": dict(values["sources"])}, sort_keys=True)
 
 
 def from_json(text: str) -> ModelSpec:
     """The spec :func:`to_json` wrote (unknown keys from a newer tracekit are ignored)."""
     raw = json.loads(text)
-    return ModelSpec(**{k: v for k, v in raw.items() if k in _SPEC_FIELDS})
+    return from_flat({k: v for k, v in raw.items() if k in _FLAT_FIELDS})
 
 
 def sources() -> dict[str, str]:
@@ -424,15 +511,15 @@ def markdown() -> str:
     for key in raw:
         s = catalog()[key]
         p = s.params()
-        moe = (f"{s.num_experts} ({s.num_experts_per_tok}, {s.moe_intermediate_size})"
-               + (f" + {s.n_shared_experts} shared" if s.n_shared_experts else "") if s.is_moe else "—")
+        moe = (f"{s.moe.num_experts} ({s.moe.num_experts_per_tok}, {s.moe.moe_intermediate_size})"
+               + (f" + {s.moe.n_shared_experts} shared" if s.moe.n_shared_experts else "") if s.is_moe else "—")
         ffn = (f"{s.intermediate_size} × {s.dense_layers} layers" if s.intermediate_size and s.dense_layers
                else "—")
         attn = f"{s.num_attention_heads} / {s.num_key_value_heads} × {s.head_dim}"
-        if s.kv_lora_rank:
-            attn = f"{s.num_attention_heads}, MLA (kv rank {s.kv_lora_rank} + rope {s.qk_rope_head_dim})"
-        if s.sliding_window:
-            attn += f"; window {s.sliding_window} (1 global in {s.sliding_window_pattern})"
+        if s.mla.kv_lora_rank:
+            attn = f"{s.num_attention_heads}, MLA (kv rank {s.mla.kv_lora_rank} + rope {s.mla.qk_rope_head_dim})"
+        if s.window.sliding_window:
+            attn += f"; window {s.window.sliding_window} (1 global in {s.window.sliding_window_pattern})"
         tied = "" if s.tie_word_embeddings is not None else " (LM head: tie not found, counted untied)"
         lines.append(
             f"| `{key}` | {s.num_hidden_layers} | {s.hidden_size} | {attn} | {ffn} | {moe} | "

@@ -30,7 +30,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from tracekit.check import CheckResult
     from tracekit.check.gate import CheckConfig
     from tracekit.cli.startup import Startup
-    from tracekit.collectors.capture import CaptureResult, CaptureStatus
+    from tracekit.collectors.capture import CaptureResult, CaptureSpec, CaptureStatus
     from tracekit.collectors.load import LoadSpec
     from tracekit.store import StoreLocation
 
@@ -267,7 +267,9 @@ def ingest(  # noqa: PLR0913 - one parameter per CLI option
         typer.Option(
             "--jobs", "-j", min=0, max=64,
             help="Parse this many runs at once in separate processes (0: one per core), then store them "
-            "in one transaction; each process may use TRACEKIT_MEMORY_LIMIT.",
+            "(a store file: in one transaction); each process may use TRACEKIT_MEMORY_LIMIT. Pays off "
+            "into a lake, where every run is staged anyway; into a store file the staged rows are copied "
+            "again, which for traces the C helpers parse costs about what it saves (docs/performance.md).",
         ),
     ] = 1,
     model_choice: ModelChoice = NO_MODEL,
@@ -901,62 +903,89 @@ class LoadOptions(NamedTuple):
 NO_LOAD = LoadOptions()
 
 
-@app.command(context_settings={"allow_interspersed_args": False})
-@option_group("model_choice", ModelChoice)
-@option_group("load_options", LoadOptions)
-def capture(  # noqa: PLR0913 - one parameter per CLI option
+class CaptureOptions(NamedTuple):
+    """What ``tracekit capture`` captures and how: the command line of a
+    :class:`~tracekit.collectors.capture.CaptureSpec` (see :func:`tracekit.cli.params.option_group`).
+    The source is COMMAND under ``--backend``, a profiler server to ``--attach`` to, or a serving
+    engine's ``--server`` with its ``--trace-dir``; then the window, where the traces go and the
+    counters."""
+
     command: Annotated[
         list[str] | None,
         typer.Argument(help="The workload or server to run, after '--' (with --backend).", show_default=False),
-    ] = None,
+    ] = None
     backend: Annotated[
         str | None,
         typer.Option(help="How to profile COMMAND: torch (PyTorch profiler injected at start-up), jax "
                      "(jax.profiler injected) or rocprof (wrapped in rocprofv3).", callback=_capture_backend),
-    ] = None,
+    ] = None
     attach: Annotated[
         str | None,
-        typer.Option(help="HOST:PORT of a running JAX / torch_xla profiler server "
-                     "(jax.profiler.start_server) to capture remotely; needs --duration."),
-    ] = None,
+        typer.Option(metavar="HOST:PORT", help="A running JAX / torch_xla profiler server "
+                     "(jax.profiler.start_server) to capture from remotely; needs --duration."),
+    ] = None
     server: Annotated[
         tuple[str, str] | None,
         typer.Option(help="vllm|sglang URL: drive a running server's /start_profile and /stop_profile; "
                      "needs --duration and the server's trace directory (--trace-dir or its env var).",
                      show_default=False, callback=_server_kind),
-    ] = None,
+    ] = None
     trace_dir: Annotated[
         Path | None,
         typer.Option(help="With --server: the directory the server writes traces to "
                      "(default: $VLLM_TORCH_PROFILER_DIR / $SGLANG_TORCH_PROFILER_DIR)."),
-    ] = None,
+    ] = None
     duration: Annotated[
         float | None,
         typer.Option(help="Capture window, seconds (default with a command: until it exits or Ctrl-C).",
                      show_default=False),
-    ] = None,
+    ] = None
     warmup: Annotated[
         float, typer.Option(help="Seconds of warm-up before the window opens (after the load starts "
                             "when --load is given).")
-    ] = 0.0,
+    ] = 0.0
     warmup_steps: Annotated[
         int, typer.Option(help="torch: outermost nn.Module forwards (engine steps) to skip per process.")
-    ] = 0,
+    ] = 0
     out_dir: Annotated[
         Path | None,
         typer.Option("--out", help="Directory for the traces (default: ./tracekit-capture-<UTC time>): a new "
                      "or empty directory; with --force also a previous capture's directory (emptied first).",
                      show_default=False),
-    ] = None,
+    ] = None
     force: Annotated[
         bool,
         typer.Option("--force", help="Replace the traces of a previous capture in --out (a directory holding "
                      "tracekit-capture.json and no DuckDB file); never any other non-empty directory, a "
                      "file, a store or a device."),
-    ] = False,
+    ] = False
     counters: Annotated[
         str | None, typer.Option(help="rocprof: counter preset stalls, memory or roofline (see docs/capture.md).")
-    ] = None,
+    ] = None
+
+    def spec(self, load: "LoadSpec | None", ready_timeout: float) -> "CaptureSpec":
+        """The capture's spec, with the ``load`` to drive and ``ready_timeout`` (seconds)."""
+        from tracekit.collectors.capture import CaptureSpec
+
+        kind, url = self.server or (None, None)
+        return CaptureSpec(
+            command=list(self.command or []), backend=self.backend,  # type: ignore[arg-type]
+            attach=self.attach, server=kind, server_url=url, server_trace_dir=self.trace_dir,  # type: ignore[arg-type]
+            duration_s=self.duration, warmup_s=self.warmup, warmup_steps=self.warmup_steps, out_dir=self.out_dir,
+            force=self.force, counters=self.counters, load=load, ready_timeout_s=ready_timeout,
+        )
+
+
+#: No capture options: what a call of :func:`capture` from Python without them holds.
+NO_CAPTURE = CaptureOptions()
+
+
+@app.command(context_settings={"allow_interspersed_args": False})
+@option_group("model_choice", ModelChoice)
+@option_group("load_options", LoadOptions)
+@option_group("what", CaptureOptions)
+def capture(  # noqa: PLR0913 - one parameter per CLI option
+    what: CaptureOptions = NO_CAPTURE,
     load_options: LoadOptions = NO_LOAD,
     ready_timeout: Annotated[
         float, typer.Option(help="Seconds to wait for the server to accept connections.")
@@ -985,20 +1014,14 @@ def capture(  # noqa: PLR0913 - one parameter per CLI option
     import threading
     import time
 
-    from tracekit.collectors.capture import CaptureSpec, capture_and_ingest
+    from tracekit.collectors.capture import capture_and_ingest
 
     tags = _parse_tags(tag)
     model_choice.check()
-    spec = CaptureSpec(
-        command=list(command or []), backend=backend,  # type: ignore[arg-type]
-        attach=attach, server=server[0] if server else None,  # type: ignore[arg-type]
-        server_url=server[1] if server else None, server_trace_dir=trace_dir,
-        duration_s=duration, warmup_s=warmup, warmup_steps=warmup_steps, out_dir=out_dir, force=force,
-        counters=counters, load=load_options.spec(duration, warmup, ready_timeout), ready_timeout_s=ready_timeout,
-    )
+    spec = what.spec(load_options.spec(what.duration, what.warmup, ready_timeout), ready_timeout)
     stop = threading.Event()
     store_path = _store(store)
-    display = _CaptureDisplay(store_path, duration, with_load=spec.load is not None,
+    display = _CaptureDisplay(store_path, what.duration, with_load=spec.load is not None,
                               live=err.is_terminal and not as_json)
     try:
         with display:

@@ -33,6 +33,7 @@ from tracekit.parsers.kineto import (
     JSON_SELECTS,
     MAX_NESTING,
     SKIPPED_CATS,
+    EventCounts,
     KinetoFile,
     check_nesting,
     parse_trailer,
@@ -280,7 +281,7 @@ _FLOW_PHASES = frozenset(("s", "f", "t"))
 
 def stream_json(
     kf: KinetoFile, ctx: IngestContext, params: dict[str, Any], tmp: Path
-) -> tuple[int, int, int, int]:
+) -> EventCounts:
     """The pure-Python path: msgspec-decoded chunks written as JSON files for DuckDB's read_json.
 
     Returns (events, python_function events, flow events, complete events handed to DuckDB)."""
@@ -331,6 +332,6 @@ def stream_json(
         for paths in pending.values():
             for p in paths:
                 p.unlink(missing_ok=True)
-    return n_total, n_python, n_flow, n_kept
+    return EventCounts(n_total, n_python, n_flow, n_kept)
 
 

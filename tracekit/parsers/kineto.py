@@ -7,12 +7,17 @@ trace):
 (:class:`ReadAhead`) inflates the file (ISA-L when available, in its own thread) and feeds the C
 scanner, which validates the JSON, counts every event and keeps the stored ones as text columns
 with the GIL released; DuckDB inserts each batch through the Arrow C stream interface (no
-pyarrow; ``store_writer.insert_batch``) with the same SQL conversions as below. The CLI starts this thread before it even
-imports DuckDB (:func:`read_ahead`), and ``prepare`` starts it before the store is opened.
+pyarrow; ``store_writer.insert_batch``) with the same SQL conversions as below. The CLI's entry
+point starts this thread before it even imports DuckDB (:func:`read_ahead`) and hands it down
+explicitly (``ingest(read_ahead=...)`` → :meth:`KinetoParser.prepare`, ``started``); otherwise
+``prepare`` starts it before the store is opened.
 
 **Pure Python** (no compiler at install time, or ``TRACEKIT_PURE_PYTHON=1``): msgspec-decoded
 chunks of events written as JSON files for DuckDB's ``read_json`` (:mod:`._kineto_json`,
 imported only then).
+
+:func:`tracekit.parsers.native.load` makes the choice (this module never imports the C module
+itself nor reads ``TRACEKIT_PURE_PYTHON``).
 
 No Python object per event outlives its chunk (or batch), so memory is bounded by a few of them.
 
@@ -38,18 +43,25 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from itertools import accumulate
 from pathlib import Path
-from typing import Any
-
-try:  # the C scanner (setup.py builds it when a compiler is present); else the pure-Python path
-    from tracekit.parsers import _kineto_scan as _native
-except ImportError:  # pragma: no cover - depends on the build
-    _native = None  # type: ignore[assignment]
+from types import ModuleType
+from typing import Any, NamedTuple
 
 from tracekit.errors import TraceInputError
 from tracekit.limits import InputLimitError, event_too_long, max_event_bytes
+from tracekit.parsers import native
 from tracekit.parsers._io import Prefetch, ReadCounter, iter_decompressed, prefetch, read_head
 from tracekit.parsers.base import IngestContext, Parser, RankInfo
 from tracekit.parsers.store_writer import BATCH, insert_batch
+
+
+class EventCounts(NamedTuple):
+    """The events of one file, counted by the scanner (both paths count the same way)."""
+
+    events: int  #: every event of the traceEvents array
+    python: int  #: python_function events, only counted (unless --python-events)
+    flow: int  #: flow events (ph s/f/t), only counted
+    kept: int  #: complete events handed to DuckDB (it drops the invalid ones)
+
 
 # ---------------------------------------------------------------------------------------------
 # Category vocabularies (current and 2021 schema).
@@ -411,14 +423,22 @@ class KinetoParser(Parser, format_name="kineto"):
             return exc.reason
         return "not a PyTorch profiler trace"
 
-    def prepare(self, files: list[Path], *, python_events: bool = False) -> None:
+    def prepare(self, files: list[Path], *, python_events: bool = False, started: Any = None) -> None:
         """Start reading the first file in the background (native scanner only): inflating and
-        scanning it overlaps with opening the store."""
-        if native_scanner_enabled() and files:
-            self._ahead = {files[0]: _take_read_ahead(files[0], python_events, start=True)}
+        scanning it overlaps with opening the store. ``started``: a :class:`ReadAhead` the CLI
+        began before start-up, used when it reads the first file as it is now."""
+        c_module = native.load("_kineto_scan")
+        if c_module is None or not files:
+            return
+        first = files[0]
+        if isinstance(started, ReadAhead) and started.claim(first, python_events):
+            self._ahead = {first: started}
+        else:
+            self._ahead = {first: ReadAhead(first, python_events, c_module)}
 
     def parse(self, files: list[Path], ctx: IngestContext) -> None:
-        if native_scanner_enabled():
+        c_module = native.load("_kineto_scan")
+        if c_module is not None:
             prepared: dict[Path, ReadAhead] = getattr(self, "_ahead", {})
             self._ahead = {}
             aheads = []
@@ -427,7 +447,7 @@ class KinetoParser(Parser, format_name="kineto"):
                 if found is not None and found.file.keep_python != ctx.python_events:
                     found.cancel()
                     found = None
-                aheads.append(found or _take_read_ahead(p, ctx.python_events, start=False))
+                aheads.append(found or ReadAhead(p, ctx.python_events, c_module, start=False))
             for left in prepared.values():
                 left.cancel()
             ranks = _assign_ranks([a.header() for a in aheads])
@@ -452,11 +472,10 @@ class KinetoParser(Parser, format_name="kineto"):
 
     def _finish_file(
         self, kf: KinetoFile, rank: int, rank_source: str, ctx: IngestContext,
-        counts: tuple[int, int, int, int],
+        counts: EventCounts,
     ) -> None:
         con = ctx.con
         params = {"run_id": ctx.run_id, "rank": rank}
-        n_total, n_python, n_flow, n_candidates = counts
         meta = kf.meta
         stats = con.execute(
             """SELECT min(s), max(e), sum(n), sum(hip), sum(cuda) FROM (
@@ -488,13 +507,13 @@ class KinetoParser(Parser, format_name="kineto"):
                 runtime=runtime,
                 runtime_version=runtime_version,
                 metadata=meta,
-                n_trace_events=n_total,
-                n_python_events=n_python,
-                n_flow_events=n_flow,
-                n_other_skipped=n_total - n_candidates - n_python - n_flow,
+                n_trace_events=counts.events,
+                n_python_events=counts.python,
+                n_flow_events=counts.flow,
+                n_other_skipped=counts.events - counts.kept - counts.python - counts.flow,
                 # complete events DuckDB dropped: no ts, a negative duration, or ts/dur beyond
                 # +-2^62 ns (the same SQL on both paths)
-                n_invalid_events=n_candidates - int(n_kept or 0),
+                n_invalid_events=counts.kept - int(n_kept or 0),
                 first_ns=first_ns,
                 last_ns=last_ns,
                 captured_at_unix_s=_captured_at(meta, first_ns),
@@ -507,8 +526,9 @@ class KinetoParser(Parser, format_name="kineto"):
 
 
 def native_scanner_enabled() -> bool:
-    """True when the C scanner is built and not turned off with ``TRACEKIT_PURE_PYTHON=1``."""
-    return _native is not None and os.environ.get("TRACEKIT_PURE_PYTHON", "") in ("", "0")
+    """True when the C scanner is built and not turned off with ``TRACEKIT_PURE_PYTHON=1``
+    (:func:`tracekit.parsers.native.load` chooses)."""
+    return native.load("_kineto_scan") is not None
 
 
 _NATIVE_BATCH_BYTES = 4 << 20  # kept-event text gathered before one INSERT (bounds memory)
@@ -522,20 +542,19 @@ class _NativeScan:
     byte ``offset``): scans what has arrived, refuses an unfinished event longer than
     ``TRACEKIT_MAX_EVENT_BYTES``, and hands out the kept events as batches."""
 
-    def __init__(self, kf: KinetoFile) -> None:
-        assert _native is not None
+    def __init__(self, kf: KinetoFile, c_module: ModuleType) -> None:
         self.kf = kf
-        self.scanner = _native.Scanner(_ARG_KEYS_BYTES, _DEVICE_CATS_BYTES, kf.keep_python)
+        self.scan_error: type[Exception] = c_module.ScanError
+        self.scanner = c_module.Scanner(_ARG_KEYS_BYTES, _DEVICE_CATS_BYTES, kf.keep_python)
         self.buf = kf._buf
         self.offset = kf.json_bytes  # decompressed bytes before buf[0]
         self.limit = max_event_bytes()
         self.n_kept = 0
 
     def scan(self, final: bool) -> None:
-        assert _native is not None
         try:
             n = self.scanner.scan(self.buf, final)
-        except _native.ScanError as exc:
+        except self.scan_error as exc:
             reason, at = exc.args
             if reason == "truncated":
                 raise TraceInputError(self.kf.path, "truncated or malformed JSON (the events end early)") from None
@@ -562,16 +581,15 @@ class _NativeScan:
                 "bytes; set TRACEKIT_MAX_EVENT_BYTES to accept them")
 
 
-def _native_items(kf: KinetoFile) -> Iterator[tuple[str, Any]]:
+def _native_items(kf: KinetoFile, c_module: ModuleType) -> Iterator[tuple[str, Any]]:
     """Scan an opened file with the C scanner; yield ("batch", (table, Batch)) as the kept
     events reach ``_NATIVE_BATCH_BYTES``, ("progress", (events, input bytes)) now and then, and
-    last ("counts", (events, python_function events, flow events, complete events handed to
-    DuckDB)). Fills ``kf.trailer``. Refuses an event longer than ``TRACEKIT_MAX_EVENT_BYTES``.
+    last ("counts", :class:`EventCounts`). Fills ``kf.trailer``. Refuses an event longer than ``TRACEKIT_MAX_EVENT_BYTES``.
 
     The scanner validates and filters the decompressed stream with the GIL released, while the
     next block is inflated in a background thread."""
-    assert _native is not None and kf._blocks is not None
-    sc = _NativeScan(kf)
+    assert kf._blocks is not None
+    sc = _NativeScan(kf, c_module)
     scanner, buf = sc.scanner, sc.buf
     reported_events = reported_bytes = 0
     # An unfinished event is scanned again from its start when more bytes come: after a scan
@@ -613,7 +631,7 @@ def _native_items(kf: KinetoFile) -> Iterator[tuple[str, Any]]:
             )
     else:
         kf.trailer = parse_trailer(kf.path, rest)
-    yield "counts", (scanner.n_events, scanner.n_python, scanner.n_flow, sc.n_kept)
+    yield "counts", EventCounts(scanner.n_events, scanner.n_python, scanner.n_flow, sc.n_kept)
 
 
 def _file_key(path: Path, keep_python: bool) -> tuple[str, int, int, bool] | None:
@@ -630,16 +648,41 @@ class ReadAhead:
     The thread opens the file (the keys before ``traceEvents``), then scans it into batches that
     wait in a short queue (at most ``_NATIVE_QUEUE``) until :meth:`items` hands them to DuckDB, so
     inflating and scanning overlap with start-up, store creation and the inserts. Errors reach
-    the consumer unchanged. ``start=False`` opens and scans only when first asked."""
+    the consumer unchanged. ``start=False`` opens and scans only when first asked.
 
-    def __init__(self, path: Path, keep_python: bool, *, start: bool = True) -> None:
+    One started before the ingest (by the CLI, :func:`read_ahead`) is used only by the ingest of
+    the same content: :meth:`claim` checks it and hands it out once."""
+
+    def __init__(self, path: Path, keep_python: bool, c_module: ModuleType, *, start: bool = True) -> None:
         self.file = KinetoFile(path, keep_python=keep_python)
         self.key = _file_key(path, keep_python)
+        self._c_module = c_module
+        self._claim_lock = threading.Lock()
+        self._claimed = False
         self._opened = threading.Event()
         self._open_error: BaseException | None = None
         self._batches: Prefetch[tuple[str, Any]] | None = None
         if start:
             self.start()
+
+    def claim(self, path: Path, keep_python: bool) -> bool:
+        """True, once, when this reads ``path`` as it is now (same resolved path, size and
+        modification time) with the same ``keep_python``; a read-ahead of that path that does
+        not match (older content, other flag) is stopped."""
+        key = _file_key(path, keep_python)
+        with self._claim_lock:
+            if self._claimed or key is None or self.key is None or key[0] != self.key[0]:
+                return False
+            if key != self.key:
+                self.cancel()
+                return False
+            self._claimed = True
+            return True
+
+    @property
+    def claimed(self) -> bool:
+        """Whether an ingest took this read-ahead (:meth:`claim`)."""
+        return self._claimed
 
     def start(self) -> None:
         if self._batches is None:
@@ -657,7 +700,7 @@ class ReadAhead:
     def _scan(self) -> Iterator[tuple[str, Any]]:
         self._open()
         if self._open_error is None:
-            yield from _native_items(self.file)
+            yield from _native_items(self.file, self._c_module)
 
     def header(self) -> KinetoFile:
         """The opened file (its header decoded); raises what opening it raised."""
@@ -685,49 +728,22 @@ class ReadAhead:
             self._batches.close()
 
 
-_READ_AHEAD: dict[tuple[str, int, int, bool], ReadAhead] = {}
-_READ_AHEAD_LOCK = threading.Lock()
-
-
-def read_ahead(paths: Iterable[str | Path], python_events: bool = False) -> None:
+def read_ahead(paths: Iterable[str | Path], python_events: bool = False) -> ReadAhead | None:
     """Start reading the first Kineto-looking file of ``paths`` in the background (native
-    scanner only), for a later ingest of the same file to pick up. The CLI calls this before it
-    imports DuckDB; whatever is not picked up is abandoned at exit."""
-    if not native_scanner_enabled():
-        return
+    scanner only) and return it, for the caller to hand to :func:`tracekit.ingest.ingest`
+    (``read_ahead=``), which uses it if it ingests the same content; None when there is nothing
+    to read ahead. The CLI calls this before it imports DuckDB."""
+    c_module = native.load("_kineto_scan")
+    if c_module is None:
+        return None
     for p in paths:
         path = Path(p)
-        if not path.name.lower().endswith((".json", ".json.gz")) or not path.is_file():
-            continue
-        key = _file_key(path, python_events)
-        if key is None:
-            continue
-        with _READ_AHEAD_LOCK:
-            if key not in _READ_AHEAD:
-                _READ_AHEAD[key] = ReadAhead(path, python_events)
-        return
+        if path.name.lower().endswith((".json", ".json.gz")) and path.is_file():
+            return ReadAhead(path, python_events, c_module)
+    return None
 
 
-def _take_read_ahead(path: Path, keep_python: bool, *, start: bool) -> ReadAhead:
-    """The running read-ahead of this file (same size, mtime and keep_python), or a new one.
-    Read-aheads of the same path that do not match (older content, other flag) are stopped."""
-    key = _file_key(path, keep_python)
-    with _READ_AHEAD_LOCK:
-        found = _READ_AHEAD.pop(key, None) if key is not None else None
-        for other in [k for k in _READ_AHEAD if key is not None and k[0] == key[0]]:
-            _READ_AHEAD.pop(other).cancel()
-    return found if found is not None else ReadAhead(path, keep_python, start=start)
-
-
-def cancel_read_aheads() -> None:
-    """Stop every read-ahead nobody picked up (they hold a few MB each until then)."""
-    with _READ_AHEAD_LOCK:
-        for ahead in _READ_AHEAD.values():
-            ahead.cancel()
-        _READ_AHEAD.clear()
-
-
-def _insert_native(ahead: ReadAhead, ctx: IngestContext, params: dict[str, Any]) -> tuple[int, int, int, int]:
+def _insert_native(ahead: ReadAhead, ctx: IngestContext, params: dict[str, Any]) -> EventCounts:
     """Insert the read-ahead's batches with the same SQL conversions as the pure-Python path
     (DuckDB reads each batch through the Arrow C stream interface). Returns the counts."""
     con = ctx.con
@@ -745,8 +761,8 @@ def _insert_native(ahead: ReadAhead, ctx: IngestContext, params: dict[str, Any])
         elif kind == "progress":
             ctx.progress(*value)
         else:
-            n_events, n_python, n_flow, n_kept = value
-            return n_events, n_python, n_flow, n_kept
+            assert isinstance(value, EventCounts)
+            return value
     raise AssertionError("the read-ahead ended without counts")
 
 

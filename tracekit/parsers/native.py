@@ -1,18 +1,21 @@
-"""Which native (C) helpers the parsers use, for ``tracekit --version``.
+"""The one place that chooses between the native (C) helpers and their pure-Python twins.
 
 Each C module (built by ``setup.py`` when a compiler is present) has a pure-Python twin that
-stores the same rows; a failed build, or ``TRACEKIT_PURE_PYTHON=1``, selects the twin.
-:func:`native_status` says which is active without importing the parsers themselves (DuckDB,
-protobuf, numpy): only the C modules are imported, which takes well under a millisecond.
+stores the same rows; a failed build, or ``TRACEKIT_PURE_PYTHON=1``, selects the twin. The
+parsers ask :func:`load` for their helper (the C module, or None for the twin) and never import a
+C module or read ``TRACEKIT_PURE_PYTHON`` themselves; :func:`native_status` (``tracekit
+--version``) reports the same choice. Only the C modules are imported here (well under a
+millisecond), not the parsers (DuckDB, protobuf, numpy).
 """
 
 from __future__ import annotations
 
 import importlib
 import os
+from types import ModuleType
 from typing import Literal, NamedTuple
 
-__all__ = ["HELPERS", "NativeHelper", "native_status", "pure_python_forced", "status_line"]
+__all__ = ["HELPERS", "NativeHelper", "built", "load", "native_status", "pure_python_forced", "status_line"]
 
 #: The C helpers: (what it does, its module).
 HELPERS: tuple[tuple[str, str], ...] = (
@@ -53,17 +56,37 @@ def pure_python_forced() -> bool:
     return os.environ.get("TRACEKIT_PURE_PYTHON", "") not in ("", "0")
 
 
+def _import(module: str) -> tuple[ModuleType | None, str]:
+    """(the C module, "") or (None, why its import failed)."""
+    try:
+        return importlib.import_module(module), ""
+    except ImportError as exc:
+        return None, str(exc)
+
+
+def built(name: str) -> ModuleType | None:
+    """The C module ``tracekit.parsers.<name>`` (e.g. ``_kineto_scan``) when it is built, else
+    None; whether ``TRACEKIT_PURE_PYTHON`` turns it off is not considered (see :func:`load`)."""
+    return _import(f"tracekit.parsers.{name}")[0]
+
+
+def load(name: str) -> ModuleType | None:
+    """The C module ``tracekit.parsers.<name>`` for ingest to use now: None when it is not built
+    or ``TRACEKIT_PURE_PYTHON`` turns the native helpers off (the caller then uses its
+    pure-Python twin). Read at every call, so the variable may change between ingests."""
+    return None if pure_python_forced() else built(name)
+
+
 def native_status() -> list[NativeHelper]:
     """Each C helper of :data:`HELPERS` with its state (see :class:`NativeHelper`)."""
     forced = pure_python_forced()
     found: list[NativeHelper] = []
     for name, module in HELPERS:
-        try:
-            importlib.import_module(module)
-        except ImportError as exc:
-            found.append(NativeHelper(name, module, "not built", str(exc)))
-            continue
-        found.append(NativeHelper(name, module, "disabled" if forced else "active"))
+        mod, reason = _import(module)
+        if mod is None:
+            found.append(NativeHelper(name, module, "not built", reason))
+        else:
+            found.append(NativeHelper(name, module, "disabled" if forced else "active"))
     return found
 
 
