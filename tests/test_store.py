@@ -309,6 +309,10 @@ def test_ingest_loads_only_what_its_format_needs(tmp_path: Path, sample: str, ab
         if os.environ.get("CI"):
             raise AssertionError("CI must build the C helpers")
         pytest.skip("the C helpers are not built here (no C compiler when tracekit was installed)")
+    import duckdb
+
+    if duckdb.__version__.startswith("1."):  # DuckDB 1.x is handed batches as pandas frames (store_writer)
+        absent = tuple(m for m in absent if m not in ("pandas", "numpy"))
     store = tmp_path / "s.duckdb"
     code = (
         "import sys, tracekit\n"

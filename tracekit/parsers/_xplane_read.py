@@ -698,7 +698,7 @@ SELECT
          THEN CASE WHEN m.name ILIKE 'memcpy%' OR x.memcpy_bytes IS NOT NULL THEN 'memcpy'
                    WHEN m.name ILIKE 'memset%' THEN 'memset' ELSE 'kernel' END
          ELSE b.category END AS category,
-    coalesce(nullif(m.display_name, ''), m.name, '') AS name,
+    coalesce(nullif(CAST(m.display_name AS VARCHAR), ''), CAST(m.name AS VARCHAR), '') AS name,
     b.base_ns + CAST(round(b.offset_ps / 1000) AS BIGINT) AS start_ns,
     CAST(round(b.dur_ps / 1000) AS BIGINT) AS dur_ns,
     TRY_CAST(b.correlation_id AS BIGINT) AS correlation_id,
@@ -765,7 +765,7 @@ SELECT
     $device AS device,
     b.args AS args
 FROM batch b LEFT JOIN plane_meta m ON m.metadata_id = b.metadata_id,
-    LATERAL (SELECT coalesce(nullif(m.display_name, ''), m.name, '') AS name) n,
+    LATERAL (SELECT coalesce(nullif(CAST(m.display_name AS VARCHAR), ''), CAST(m.name AS VARCHAR), '') AS name) n,
     -- Python-tracer events kept with python_events: category 'python' (its plane, or names with '$')
     LATERAL (SELECT CASE WHEN $python AND ($python_plane OR starts_with(n.name, '$')) THEN 'python'
                          ELSE b.category END AS category, n.name) c
