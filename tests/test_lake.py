@@ -208,3 +208,18 @@ def test_dashboard_pages_render_from_a_lake_as_from_a_file(sqlite_lake: str, tmp
         on_lake, on_file = (str(render_page(store, page, search)) for store in (sqlite_lake, file_store))
         assert "tk-error" not in on_lake and (page == "/weekly" or a in on_lake), page
         assert on_lake.replace(sqlite_lake, "S") == on_file.replace(str(file_store), "S"), page
+
+
+def test_pure_python_kineto_on_duckdb_1_is_refused_not_wrong(tmp_path: Path) -> None:
+    """DuckDB 1.x's read_json parses epoch µs through a double: the pure-Python Kineto reader would
+    store wrong nanoseconds, so on 1.x it refuses in one line and the store stays absent."""
+    import duckdb
+
+    if not duckdb.__version__.startswith("1."):
+        pytest.skip(f"DuckDB {duckdb.__version__} reads the pure path's timestamps exactly")
+    store = tmp_path / "s.duckdb"
+    res = run_cli("ingest", str(SAMPLES / "cpu_tiny_decoder_prefill_decode.pt.trace.json.gz"), "--store", str(store),
+                  env={"TRACEKIT_PURE_PYTHON": "1"})
+    assert res.returncode == 2 and res.stderr.count("\n") == 1
+    assert res.stderr.startswith("error: TRACEKIT_PURE_PYTHON: the pure-Python Kineto reader needs DuckDB 2")
+    assert not store.exists()
