@@ -558,15 +558,10 @@ def _elsewhere(paths: Sequence[str | Path], target: str | Path, read_ahead: Read
 
         return ingest_into_lake(paths, target, jobs=jobs, **options)
     items = [resolve_input(p, options.get("format_name")) for p in paths]  # all checked first
-    existed = target.exists()
-    try:
-        with tempfile.TemporaryDirectory(prefix="tracekit-stage-", dir=temp_dir()) as stage_dir:
-            done = ingest_in_parallel(items, target, jobs, Path(stage_dir), options)
-    except BaseException:
-        if not existed:
-            for leftover in (target, Path(str(target) + ".wal")):
-                leftover.unlink(missing_ok=True)
-        raise
+    # the store is written by one ingest() of this process (its own share, then the workers'
+    # staged runs before its COMMIT), which leaves a store it created absent on failure
+    with tempfile.TemporaryDirectory(prefix="tracekit-stage-", dir=temp_dir()) as stage_dir:
+        done = ingest_in_parallel(items, target, jobs, Path(stage_dir), options)
     return [done[item.run_id] for item in items]
 
 

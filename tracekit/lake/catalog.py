@@ -25,6 +25,7 @@ from tracekit import schema
 from tracekit.errors import StoreError
 from tracekit.lake.url import LakeURL
 from tracekit.sql_text import quote
+from tracekit.store import first_line
 
 __all__ = ["ALIAS", "connect", "create_tables", "lake_tables_sql", "load_extensions", "snapshot_id"]
 
@@ -64,8 +65,8 @@ def load_extensions(con: duckdb.DuckDBPyConnection, url: LakeURL) -> None:
             con.execute(f"INSTALL {quote(str(path))}" if path is not None else f"INSTALL {name}")
             con.execute(f"LOAD {name}")
         except duckdb.Error as exc:
-            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-            raise StoreError(url.text, f"DuckDB {duckdb.__version__} cannot load its {name} extension ({first[:160]}); "
+            raise StoreError(url.text, f"DuckDB {duckdb.__version__} cannot load its {name} extension "
+                             f"({first_line(exc)[:160]}); "
                              "install tracekit[lake] (offline packages, DuckDB 1.5.5) or let DuckDB "
                              "download it (INSTALL needs extensions.duckdb.org)") from None
 
@@ -121,8 +122,7 @@ def attach(con: duckdb.DuckDBPyConnection, url: LakeURL, *, read_only: bool) -> 
         con.execute(f"ATTACH {quote(url.ducklake())} AS {ALIAS} ({', '.join(options)})")
         con.execute(f"USE {ALIAS}")
     except duckdb.Error as exc:
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        raise StoreError(url.text, f"cannot attach the lake: {_without_secrets(first)}") from None
+        raise StoreError(url.text, f"cannot attach the lake: {_without_secrets(first_line(exc))}") from None
 
 
 def _without_secrets(text: str) -> str:

@@ -21,6 +21,7 @@ from tracekit.lake import catalog
 from tracekit.lake.claims import claims_for
 from tracekit.lake.url import LakeURL, parse_lake_url
 from tracekit.sql_text import quote
+from tracekit.store import first_line
 
 __all__ = ["CompactResult", "compact", "compact_lake", "init", "init_lake"]
 
@@ -41,8 +42,7 @@ def init(url: LakeURL, version: int, now: object) -> bool:
         claims_for(con, url).create()
         return existing is None
     except duckdb.Error as exc:
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        raise StoreError(url.text, f"cannot create the lake: {first}") from None
+        raise StoreError(url.text, f"cannot create the lake: {first_line(exc)}") from None
     finally:
         con.close()
 
@@ -92,8 +92,7 @@ def compact(url: LakeURL, *, keep_days: float = 7.0) -> CompactResult:
         after = _n_files(con)
         return CompactResult(before, after, catalog.snapshot_id(con), time.perf_counter() - started)
     except duckdb.Error as exc:
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        raise StoreError(url.text, f"compaction failed: {first}") from None
+        raise StoreError(url.text, f"compaction failed: {first_line(exc)}") from None
     finally:
         con.close()
 
