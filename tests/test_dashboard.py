@@ -579,3 +579,88 @@ def test_hostile_labels_are_shown_as_text_not_run(browser: webdriver.Chrome, tmp
                 assert payloads[0] in text or payloads[2] in text, url
     finally:
         _stop(proc)
+
+
+def _many_runs(tmp_path: Path, n: int) -> tuple[Path, list[str]]:
+    """A store of ``n`` runs: one real ingest of the CPU sample, then ``n - 1`` copies of its
+    ``runs`` row under new ids, one capture a minute (the Runs page reads run rows, findings and
+    metrics: the copies have none of the latter two, the real run has them). Run ids, newest first."""
+    import tracekit
+    from tracekit.api import analyze_runs
+
+    store = tmp_path / "many.duckdb"
+    real = tracekit.ingest([DECODER], store, captured_at=dt.datetime(2026, 11, 1))[0].run_id
+    analyze_runs([real], store)
+    con = duckdb.connect(str(store))
+    try:
+        con.execute("""INSERT INTO run_meta SELECT run_meta.* REPLACE (printf('copy%04d', i) AS run_id,
+                              printf('copy%04d', i) AS content_sha256,
+                              TIMESTAMP '2026-11-02' + to_minutes(i) AS captured_at)
+                       FROM run_meta, range(?) t(i) WHERE run_id = ?""", [n - 1, real])
+        ids = [r[0] for r in con.execute("SELECT run_id FROM runs ORDER BY captured_at DESC, run_id").fetchall()]
+    finally:
+        con.close()
+    return store, ids
+
+
+def test_runs_table_pages_are_the_sorted_runs_in_slices(tmp_path: Path) -> None:
+    """Pages of the Runs table (limit/offset in SQL) are the unpaged table cut in slices, with the
+    total of all matching runs, and KPI columns decided over every page."""
+    from tracekit.dashboard import data
+    from tracekit.store import connect
+
+    store, ids = _many_runs(tmp_path, 120)
+    con = connect(store, read_only=True)
+    try:
+        whole = data.runs_table(con)
+        pages = [data.runs_table(con, limit=50, offset=o) for o in (0, 50, 100)]
+        past = data.runs_table(con, limit=50, offset=150)
+        found = data.runs_table(con, search="copy010", limit=5)
+    finally:
+        con.close()
+    assert [r["run_id"] for r in whole.rows] == ids and whole.total == 120
+    assert [r["run_id"] for p in pages for r in p.rows] == ids
+    assert [len(p.rows) for p in pages] == [50, 50, 20] and {p.total for p in pages} == {120}
+    # the one analyzed run is the oldest, on the last page only: its KPI columns are on every page
+    assert all(p.columns == whole.columns for p in pages)
+    assert past.rows == [] and past.total == 120
+    assert found.total == 10 and len(found.rows) == 5
+
+
+def _texts(driver: webdriver.Chrome, css: str) -> list[str] | None:
+    """The texts of the elements ``css`` finds; None while the page is replacing them."""
+    from selenium.common.exceptions import StaleElementReferenceException
+
+    try:
+        return [e.text for e in driver.find_elements(By.CSS_SELECTOR, css)]
+    except StaleElementReferenceException:
+        return None
+
+
+def test_runs_page_is_served_a_page_at_a_time(browser: webdriver.Chrome, tmp_path: Path) -> None:
+    """With more runs than a page, the browser gets 50 rows, the next page comes from the server
+    (its number in the URL), and a new sort starts again at page 1."""
+    store, ids = _many_runs(tmp_path, 61)
+    port = _free_port()
+    proc = _start([sys.executable, "-c", "from tracekit.cli.main import main; main()", "dashboard",
+                   "--store", str(store), "--port", str(port)], f"http://127.0.0.1:{port}/")
+    links = "#runs-table a[href^='/run?run=']"
+    try:
+        base = f"http://127.0.0.1:{port}"
+        _open(browser, base + "/", links)
+        assert _texts(browser, links) == ids[:50]
+        assert "61 runs (page 1 of 2)" in browser.find_element(By.ID, "runs-count").text
+        browser.find_element(By.CSS_SELECTOR, "#runs-table button.next-page").click()
+        _wait(browser, lambda d: _query(d.current_url).get("page") == ["2"])
+        _wait(browser, lambda d: _texts(d, links) == ids[50:])
+        assert "(page 2 of 2)" in browser.find_element(By.ID, "runs-count").text
+        browser.get(base + "/?page=2&sort=captured_at&dir=asc")  # a page of a sorted list
+        _wait(browser, lambda d: _texts(d, links) == ids[::-1][50:])
+        browser.execute_script(  # a new sort: back to page 1
+            "document.querySelector(`#runs-table th[data-dash-column='captured_at'] .column-header--sort`).click()")
+        _wait(browser, lambda d: "page" not in _query(d.current_url) and "sort" in _query(d.current_url))
+        _wait(browser, lambda d: len(d.find_elements(By.CSS_SELECTOR, links)) == 50)
+        browser.get(base + "/?page=0")
+        _wait(browser, lambda d: "page='0': expected a page number from 1" in d.find_element(By.TAG_NAME, "body").text)
+    finally:
+        _stop(proc)

@@ -226,3 +226,46 @@ def test_pure_python_kineto_on_duckdb_1_is_refused_not_wrong(tmp_path: Path) -> 
     assert res.returncode == 2 and res.stderr.count("\n") == 1
     assert res.stderr.startswith("error: TRACEKIT_PURE_PYTHON: the pure-Python Kineto reader needs DuckDB 2")
     assert not store.exists()
+
+
+_ROLLUPS = ("n_device_events", "n_host_events", "device_time_ns", "main_rank", "main_device")
+
+
+def _lake_sql(url: str, *statements: str) -> None:
+    from tracekit.store import close, connect
+
+    con = connect(url)
+    try:
+        for sql in statements:
+            con.execute(sql)
+    finally:
+        close(con)
+
+
+def test_an_older_writers_run_reads_the_same_in_the_run_list(sqlite_lake: str) -> None:
+    """A pre-schema-5 writer's rows land with NULL rollups (it does not know the columns): the run
+    list counts such a run's events instead, and prints what the rollups would have said."""
+    _ok(run_cli("ingest", str(SAMPLES / "amd_synthetic.rpd"), str(SAMPLES / "amd_synthetic_rocpd"),
+                "--store", sqlite_lake))
+    before = json.loads(_ok(run_cli("runs", "-f", "json", "--store", sqlite_lake)))
+    assert all(r["device_events"] > 0 for r in before)
+    old = before[0]["run_id"]
+    _lake_sql(sqlite_lake, f"UPDATE run_meta SET {', '.join(c + ' = NULL' for c in _ROLLUPS)} WHERE run_id = '{old}'")
+    assert _rows(sqlite_lake, "SELECT count(*) FROM runs WHERE n_device_events IS NULL") == [(1,)]
+    assert json.loads(_ok(run_cli("runs", "-f", "json", "--store", sqlite_lake))) == before
+
+
+def test_a_schema_4_lake_is_migrated_by_its_next_writer(sqlite_lake: str) -> None:
+    """A lake written at schema 4 gains the rollup columns (additively, recorded in the lake) when a
+    schema-5 writer first commits, with the rollups of the runs it held computed."""
+    from tracekit.store import SCHEMA_VERSION
+
+    _ok(run_cli("ingest", str(SAMPLES / "amd_synthetic.rpd"), "--store", sqlite_lake))
+    _lake_sql(sqlite_lake, *(f"ALTER TABLE run_meta DROP COLUMN {c}" for c in _ROLLUPS),
+              "UPDATE tracekit_schema SET version = 4")
+    _ok(run_cli("ingest", str(SAMPLES / "amd_synthetic_rocpd"), "--store", sqlite_lake))
+    assert _rows(sqlite_lake, "SELECT max(version) FROM tracekit_schema") == [(SCHEMA_VERSION,)]
+    got = _rows(sqlite_lake, """SELECT r.n_device_events = count(d.run_id), r.device_time_ns = sum(d.dur_ns)
+                                FROM runs r JOIN device_activity d USING (run_id) GROUP BY r.run_id, r.n_device_events,
+                                r.device_time_ns""")
+    assert got == [(True, True), (True, True)]

@@ -13,10 +13,12 @@ import duckdb
 import pytest
 
 from tests.helpers import run_cli
+from tracekit.analysis.hardware import run_device
 from tracekit.ingest import FAR_NS, ingest
 from tracekit.store import SCHEMA_VERSION, connect
 
 SAMPLE = Path(__file__).resolve().parents[1] / "sample_traces" / "cpu_tiny_decoder_prefill_decode.pt.trace.json.gz"
+SAMPLE_GPU = SAMPLE.parent / "amd_synthetic.rpd"  # a sample with device activity
 
 
 def _edited(tmp_path: Path, edits: dict[int, dict[str, float]]) -> Path:
@@ -75,22 +77,53 @@ def test_a_clean_trace_drops_nothing(tmp_path: Path) -> None:
     assert res.n_invalid_events == 0 and res.warnings == []
 
 
-def test_schema_3_store_gains_the_counters(tmp_path: Path) -> None:
-    """A store written before the counters existed migrates: its runs read 0 invalid events."""
+def test_schema_3_store_gains_the_counters_and_rollups(tmp_path: Path) -> None:
+    """A store written before the counters and rollups existed migrates: its runs read 0 invalid
+    events, and rollups equal to what their events count (the run list reads them, not events)."""
     store = tmp_path / "s.duckdb"
-    ingest([SAMPLE], store)
+    ingest([SAMPLE, SAMPLE_GPU], store)
     con = duckdb.connect(str(store))
     con.execute("DROP VIEW runs")
     con.execute("DROP VIEW ranks")
     con.execute("ALTER TABLE run_meta DROP COLUMN n_invalid_events")
     con.execute("ALTER TABLE rank_meta DROP COLUMN n_invalid_events")
+    for column in ("n_device_events", "n_host_events", "device_time_ns", "main_rank", "main_device"):
+        con.execute(f"ALTER TABLE run_meta DROP COLUMN {column}")
     con.execute("UPDATE tracekit_schema SET version = 3")
     con.close()
-    assert SCHEMA_VERSION == 4
     con = connect(store)
     try:
-        assert con.execute("SELECT max(version) FROM tracekit_schema").fetchone() == (4,)
-        assert con.execute("SELECT n_invalid_events FROM runs").fetchall() == [(0,)]
+        assert con.execute("SELECT max(version) FROM tracekit_schema").fetchone() == (SCHEMA_VERSION,)
+        assert con.execute("SELECT DISTINCT n_invalid_events FROM runs").fetchall() == [(0,)]
+        assert _rollups_are_counts(con) == 2
+    finally:
+        con.close()
+
+
+def _rollups_are_counts(con: duckdb.DuckDBPyConnection) -> int:
+    """Assert every run's rollups equal its events' count and summed duration; the number of runs."""
+    got = con.execute(
+        """SELECT r.run_id, r.n_device_events, r.device_time_ns, r.n_host_events,
+                  (SELECT count(*) FROM device_activity d WHERE d.run_id = r.run_id),
+                  (SELECT coalesce(sum(dur_ns), 0) FROM device_activity d WHERE d.run_id = r.run_id),
+                  (SELECT count(*) FROM host_events h WHERE h.run_id = r.run_id)
+           FROM runs r""").fetchall()
+    for run_id, n_dev, dev_ns, n_host, count_dev, sum_dev, count_host in got:
+        assert (n_dev, dev_ns, n_host) == (count_dev, sum_dev, count_host), run_id
+        # the main device is the one the analyzers cost against (chosen from the events)
+        row, _spec = run_device(con, run_id)
+        main = con.execute("SELECT main_rank, main_device FROM runs WHERE run_id = ?", [run_id]).fetchone()
+        assert main == ((row["rank"], row["device"]) if row else (None, None)), run_id
+    assert any(n_dev for _r, n_dev, *_ in got), "a sample with device events"
+    return len(got)
+
+
+def test_ingest_writes_rollups_equal_to_the_events(tmp_path: Path) -> None:
+    store = tmp_path / "s.duckdb"
+    ingest([SAMPLE, SAMPLE_GPU], store)
+    con = connect(store, read_only=True)
+    try:
+        assert _rollups_are_counts(con) == 2
     finally:
         con.close()
 

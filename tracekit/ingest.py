@@ -235,6 +235,17 @@ def _run_vendor(con: duckdb.DuckDBPyConnection, ctx: IngestContext) -> tuple[str
     return "cpu", "CPU"
 
 
+def _write_rollups(con: duckdb.DuckDBPyConnection, run_id: str, n_host: int) -> None:
+    """Fill the run's rollups in ``run_meta`` (schema 5) from the views that compute them for a run
+    without any: ``run_device_totals`` and ``run_main_device`` hold the one definition of each."""
+    con.execute(
+        """UPDATE run_meta SET n_device_events = t.n_device_events, device_time_ns = t.device_time_ns,
+                  n_host_events = $h, main_rank = c.rank, main_device = c.device
+           FROM run_device_totals t LEFT JOIN run_main_device c USING (run_id)
+           WHERE t.run_id = $r AND run_meta.run_id = $r""",
+        {"r": run_id, "h": n_host})
+
+
 #: Ranks recorded on one host whose time ranges are this far apart (ns) and do not overlap are
 #: separate captures (a directory of unrelated captures), not ranks of one.
 CAPTURE_GAP_NS = 1_000_000_000
@@ -385,6 +396,7 @@ def _write_run(con: duckdb.DuckDBPyConnection, item: RunInput, opts: RunOptions)
         for r in ctx.ranks
     ], source=None)
     insert_rows(con, "device_meta", [dict(zip(DeviceInfo.COLUMNS, row)) for row in ctx.device_rows()], source=None)
+    _write_rollups(con, item.run_id, n_host)
     return IngestResult(
         run_id=item.run_id,
         source=str(item.source),

@@ -20,17 +20,17 @@ Rows = tuple[list[str], list[tuple[Any, ...]]]
 
 RUNS_SQL = """
 SELECT r.run_id, r.format, r.vendor, r.device_name, r.label, r.workload, r.n_ranks AS ranks,
-       coalesce(k.n, 0) AS device_events,
-       round(coalesce(k.busy_ns, 0) / 1e6, 3) AS device_time_ms,
+       t.n_device_events AS device_events, round(t.device_time_ns / 1e6, 3) AS device_time_ms,
        round(rk.span_ns / 1e6, 3) AS span_ms,
        r.captured_at, r.ingested_at, r.source
 FROM runs r
-LEFT JOIN (SELECT run_id, count(*) AS n, sum(dur_ns) AS busy_ns FROM kernels GROUP BY run_id) k
-  USING (run_id)
+JOIN run_device_totals t USING (run_id)
 LEFT JOIN (SELECT run_id, max(last_ns - first_ns) AS span_ns FROM ranks GROUP BY run_id) rk
   USING (run_id)
 ORDER BY r.ingested_at DESC, r.run_id
 """
+"""The run list (``tracekit runs``): one row per run, its event counts from the per-run rollups
+(view ``run_device_totals``), not from the events."""
 
 
 def list_runs(store: str | Path | None = None) -> Rows:

@@ -33,7 +33,7 @@ from tracekit.lake.url import is_lake, parse_lake_url
 from tracekit.limits import memory_limit_setting, temp_dir
 
 #: Version of the schema this code writes. Bump it and add a step to ``MIGRATIONS`` together.
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 DEFAULT_STORE = "tracekit.duckdb"
 
@@ -55,6 +55,7 @@ MIGRATIONS: dict[int, Migration] = {
     1: lambda con: None,  # 1 → 2: views only (runtime_calls classifies api_kind per distinct name)
     2: _sql_step(2),  # 2 → 3: model_rows (the model a run served)
     3: _sql_step(3),  # 3 → 4: n_invalid_events of rank_meta and run_meta
+    4: _sql_step(4),  # 4 → 5: per-run rollups of run_meta (event counts, summed device time)
 }
 
 RUN_TABLES = (

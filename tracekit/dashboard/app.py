@@ -153,7 +153,10 @@ def page_runs(con: duckdb.DuckDBPyConnection, params: dict[str, list[str]]) -> l
     if direction not in ("asc", "desc"):
         raise PageError(f"dir={direction!r}: expected asc or desc")
     sel = [s for s in _one(params, "sel").split(",") if s][:2]
-    cols, rows = data.runs_table(con, q, sort, direction == "desc")
+    page = _page_number(_one(params, "page", "1"))
+    cols, rows, total = data.runs_table(con, q, sort, direction == "desc", limit=RUNS_PAGE_SIZE,
+                                        offset=(page - 1) * RUNS_PAGE_SIZE)
+    n_pages = max(1, -(-total // RUNS_PAGE_SIZE))
     ids = [r["run_id"] for r in rows]
     for r in rows:
         r["run"] = f"[{r['run_id']}](/run?run={r['run_id']})"
@@ -162,7 +165,7 @@ def page_runs(con: duckdb.DuckDBPyConnection, params: dict[str, list[str]]) -> l
                                                                 "device": "device (catalog)"}
     columns += [{"name": labels.get(c, c), "id": c} for c in cols if c != "run_id"]
     numeric = ["critical", "warning", "info", "kernels", *(m.id for m in data.HEADLINE_METRICS)]
-    if len(sel) == 2 and all(s in ids for s in sel):
+    if len(sel) == 2 and all(data.run_exists(con, s) for s in sel):
         compare: Any = dcc.Link(f"Compare {sel[0]} (A) with {sel[1]} (B) →", id="compare-link",
                                 href=f"/compare?{urllib.parse.urlencode({'a': sel[0], 'b': sel[1]})}")
     else:
@@ -171,13 +174,15 @@ def page_runs(con: duckdb.DuckDBPyConnection, params: dict[str, list[str]]) -> l
         html.H2("Runs"),
         dcc.Input(id="runs-search", type="search", value=q, debounce=True, placeholder="search workload, label, "
                   "device, run id …", style={"width": "28rem", "marginBottom": ".5rem"}),
-        _note(f"{len(rows)} runs. The device is the hardware-catalog device the analyzers costed against; "
+        _note(f"{total} runs{f' (page {page} of {n_pages})' if n_pages > 1 else ''}. The device is the hardware-catalog device the analyzers costed against; "
               "findings per severity; headline metrics from the analyzers (— : not measured; a column "
               "appears when a run has it). Click a column header to sort.", "runs-count"),
         DataTable(
             id="runs-table", data=rows, columns=columns, sort_action="custom", sort_mode="single",
             sort_by=[{"column_id": sort, "direction": direction}], row_selectable="multi",
-            selected_rows=[ids.index(s) for s in sel if s in ids], page_size=50, markdown_options={"link_target": "_self"},
+            selected_rows=[ids.index(s) for s in sel if s in ids], markdown_options={"link_target": "_self"},
+            # pages come from the server (the store), 50 runs at a time, not every run to the browser
+            page_action="custom", page_current=min(page, n_pages) - 1, page_size=RUNS_PAGE_SIZE, page_count=n_pages,
             style_cell={"fontFamily": "inherit", "fontSize": ".82rem", "textAlign": "left", "padding": "3px 6px",
                         "maxWidth": "220px", "overflow": "hidden", "textOverflow": "ellipsis"},
             style_cell_conditional=[{"if": {"column_id": c}, "textAlign": "right"} for c in numeric],
@@ -195,9 +200,20 @@ def page_runs(con: duckdb.DuckDBPyConnection, params: dict[str, list[str]]) -> l
     ]
 
 
+#: Runs per page of the Runs table.
+RUNS_PAGE_SIZE = 50
+
+
+def _page_number(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise PageError(f"page={text!r}: expected a page number from 1")
+    return int(text)
+
+
 def runs_url(search: str | None, sort_by: list[dict[str, str]] | None, selected: list[int] | None,
-             rows: list[dict[str, Any]] | None, current: str | None) -> str:
-    """The Runs page's URL query for the controls' state (raises PreventUpdate when unchanged)."""
+             page_current: int | None, rows: list[dict[str, Any]] | None, current: str | None) -> str:
+    """The Runs page's URL query for the controls' state (raises PreventUpdate when unchanged). A
+    new search or sort starts again at page 1."""
     query: dict[str, str] = {}
     if search:
         query["q"] = search
@@ -207,6 +223,10 @@ def runs_url(search: str | None, sort_by: list[dict[str, str]] | None, selected:
     ids = [rows[i]["run_id"] for i in (selected or []) if rows and 0 <= i < len(rows)]
     if ids:
         query["sel"] = ",".join(ids[-2:])
+    before = urllib.parse.parse_qs((current or "").lstrip("?"))
+    same_list = all(before.get(k, [""])[0] == query.get(k, "") for k in ("q", "sort", "dir"))
+    if page_current and same_list:
+        query["page"] = str(page_current + 1)
     new = "?" + urllib.parse.urlencode(query) if query else ""
     if new == (current or ""):
         raise dash.exceptions.PreventUpdate
@@ -582,7 +602,8 @@ def create_app(store: str | Path) -> dash.Dash:
     app.callback(Output("page", "children"), Input("url", "pathname"), Input("url", "search"))(
         lambda pathname, search: render_page(store_path, pathname, search))
     app.callback(Output("url", "search", allow_duplicate=True), Input("runs-search", "value"),
-                 Input("runs-table", "sort_by"), Input("runs-table", "selected_rows"), State("runs-table", "data"),
+                 Input("runs-table", "sort_by"), Input("runs-table", "selected_rows"),
+                 Input("runs-table", "page_current"), State("runs-table", "data"),
                  State("url", "search"), prevent_initial_call=True)(runs_url)
     app.callback(Output("url", "search", allow_duplicate=True), Input("weekly-workload", "value"),
                  Input("weekly-week", "value"), State("url", "search"), prevent_initial_call=True)(

@@ -13,7 +13,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import duckdb
 
@@ -118,35 +118,51 @@ def hardware_table(con: duckdb.DuckDBPyConnection) -> None:
     the hardware-catalog device the analyzers cost against
     (:func:`tracekit.analysis.hardware.run_devices`), else the trace's device name marked as not
     identified, else the vendor. The Runs and weekly pages group and show hardware by it."""
-    found = run_devices(con)
-    rows = con.execute("SELECT run_id, vendor, device_name FROM runs").fetchall()
-    values = []
-    for rid, vendor, name in rows:
-        row, spec = found.get(rid, (None, None))
-        if spec is not None:
-            values.append((rid, spec.name, True))
-            continue
-        trace_name = (row.get("name") or row.get("device_type")) if row is not None else name
-        if vendor == "cpu":
-            values.append((rid, trace_name or "CPU", False))
-        elif not trace_name:
-            values.append((rid, f"not stated ({vendor or 'unknown vendor'})", False))
-        else:
-            values.append((rid, f"{trace_name} (not identified)", False))
-    con.execute("CREATE OR REPLACE TEMP TABLE run_hardware (run_id VARCHAR, hardware VARCHAR, identified BOOLEAN)")
-    if values:
-        con.executemany("INSERT INTO run_hardware VALUES (?, ?, ?)", values)
+    ids: list[str] = []
+    spec_names: list[str | None] = []
+    trace_names: list[str | None] = []
+    for row, spec, runs in run_devices(con):  # one entry per distinct device, not per run
+        ids += runs
+        spec_names += [spec.name if spec is not None else None] * len(runs)
+        trace_names += [row.get("name") or row.get("device_type") or None] * len(runs)
+    # the per-run rest in SQL: 10,000 runs in milliseconds
+    con.execute(
+        """CREATE OR REPLACE TEMP TABLE run_hardware AS
+           WITH d AS (SELECT unnest($ids::VARCHAR[]) AS run_id, unnest($specs::VARCHAR[]) AS spec_name,
+                             unnest($names::VARCHAR[]) AS trace_name),
+                t AS (SELECT r.run_id, r.vendor, d.spec_name,
+                             CASE WHEN d.run_id IS NULL THEN nullif(r.device_name, '') ELSE d.trace_name END AS name
+                      FROM runs r LEFT JOIN d USING (run_id))
+           SELECT run_id,
+                  CASE WHEN spec_name IS NOT NULL THEN spec_name
+                       WHEN vendor = 'cpu' THEN coalesce(name, 'CPU')
+                       WHEN name IS NULL THEN 'not stated (' || coalesce(nullif(vendor, ''), 'unknown vendor') || ')'
+                       ELSE name || ' (not identified)' END AS hardware,
+                  spec_name IS NOT NULL AS identified
+           FROM t""",
+        {"ids": ids, "specs": spec_names, "names": trace_names})
+
+
+class RunsPage(NamedTuple):
+    """One page of the Runs table: its columns, its rows, and how many runs match in all."""
+
+    columns: list[str]
+    rows: list[dict[str, Any]]
+    total: int
 
 
 def runs_table(
-    con: duckdb.DuckDBPyConnection, search: str = "", sort: str = "captured_at", descending: bool = True
-) -> tuple[list[str], list[dict[str, Any]]]:
+    con: duckdb.DuckDBPyConnection, search: str = "", sort: str = "captured_at", descending: bool = True,
+    limit: int | None = None, offset: int = 0,
+) -> RunsPage:
     """The Runs page: (columns, rows), what a reviewer scans first on the left: run, workload,
     the catalog device, capture time (UTC), findings per severity, then the
     :data:`HEADLINE_METRICS` formatted for people (columns without any value dropped), then label,
     device kernels, vendor, format and trace file. ``search`` keeps runs whose id, workload,
     label, vendor, device, format or source contain it (case-insensitive); ``sort`` is one of
-    :data:`RUN_SORT_COLUMNS` (sorted on the raw values)."""
+    :data:`RUN_SORT_COLUMNS` (sorted on the raw values). ``limit``/``offset``: one page of the
+    sorted runs (the page reads rollups, not events, so a page of 10,000 runs costs what a page of
+    50 does); a KPI column is shown when any matching run has it, on any page."""
     if sort not in RUN_SORT_COLUMNS:
         raise ValueError(f"unknown sort column {sort!r}")
     hardware_table(con)
@@ -168,8 +184,10 @@ def runs_table(
                        FROM findings GROUP BY run_id),
                  m AS (SELECT run_id, {pivot} FROM metrics WHERE name IN ({names}) AND value IS NOT NULL
                        GROUP BY run_id),
-                 k AS (SELECT run_id, count(*) AS kernels FROM kernels GROUP BY run_id)
-            SELECT r.run_id, r.workload, h.hardware AS device, r.captured_at,
+                 k AS (SELECT run_id, n_device_events AS kernels FROM run_device_totals)
+            SELECT count(*) OVER () AS total__,
+                   {", ".join(f"bool_or(m.{m.id} IS NOT NULL) OVER () AS {m.id}__any" for m in HEADLINE_METRICS)},
+                   r.run_id, r.workload, h.hardware AS device, r.captured_at,
                    coalesce(f.critical, 0) AS critical, coalesce(f.warning, 0) AS warning,
                    coalesce(f.info, 0) AS info,
                    {", ".join(f"m.{m.id}, m.{m.id}__unit, m.{m.id}__which" for m in HEADLINE_METRICS)},
@@ -179,11 +197,13 @@ def runs_table(
             LEFT JOIN run_hardware h USING (run_id)
             WHERE $q = '' OR contains(lower(concat_ws(' ', r.run_id, r.workload, r.label, r.vendor,
                                                      r.device_name, h.hardware, r.format, r.source)), lower($q))
-            ORDER BY {sort} {"DESC" if descending else "ASC"} NULLS LAST, r.run_id""",
-        {"q": search},
+            ORDER BY {sort} {"DESC" if descending else "ASC"} NULLS LAST, r.run_id
+            LIMIT $limit OFFSET $offset""",
+        {"q": search, "limit": limit, "offset": offset},
     )
     rows = _dicts(rel)
-    has = {m.id for m in HEADLINE_METRICS if any(r[m.id] is not None for r in rows)}
+    total = int(rows[0]["total__"]) if rows else _count_runs(con, search) if offset else 0
+    has = {m.id for m in HEADLINE_METRICS if rows and rows[0][f"{m.id}__any"]}
     for r in rows:
         r["kernels"] = fmt.count(r["kernels"])
         for m in HEADLINE_METRICS:
@@ -194,8 +214,13 @@ def runs_table(
                 r[m.id] += f" ({_SHORT_KPI_LABELS.get(label, label)})"
     kpi = {m.id for m in HEADLINE_METRICS}
     cols = [c for c in (d[0] for d in rel.description or [])
-            if not c.endswith(("__unit", "__which")) and (c in has or c not in kpi)]
-    return cols, [{c: r[c] for c in cols} for r in rows]
+            if not c.endswith(("__unit", "__which", "__any", "__")) and (c in has or c not in kpi)]
+    return RunsPage(cols, [{c: r[c] for c in cols} for r in rows], total)
+
+
+def _count_runs(con: duckdb.DuckDBPyConnection, search: str) -> int:
+    """How many runs match ``search`` (a page past the last one has no row to say it)."""
+    return runs_table(con, search, limit=1).total
 
 
 # ---------------------------------------------------------------------------------------------

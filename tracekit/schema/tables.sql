@@ -64,7 +64,22 @@ CREATE TABLE run_meta (
     -- [count] events read but not stored because they cannot be right: Σ over ranks of
     -- `ranks.n_invalid_events`. The ingest prints a `warning:` line when it is not 0. 0 for runs stored
     -- before schema 4
-    n_invalid_events BIGINT DEFAULT 0
+    n_invalid_events BIGINT DEFAULT 0,
+    -- [count] rows of `device_activity` of the run (a rollup written at ingest, so the run list reads
+    -- no event rows). NULL only for a run a tracekit older than schema 5 wrote into a lake
+    n_device_events BIGINT,
+    -- [count] rows of `host_events` of the run (rollup, as `n_device_events`)
+    n_host_events   BIGINT,
+    -- [ns] Σ `dur_ns` over the run's `device_activity` (rollup, as `n_device_events`): activities that
+    -- overlap count each, so this is not busy time
+    device_time_ns  BIGINT,
+    -- the run's main device, which the analyzers cost against and the dashboard names (view
+    -- `run_main_device`): of the `devices` listed, the one with the most `device_activity` rows (ties:
+    -- lowest rank, then device). Its rank; NULL when the run lists no device (rollup, as
+    -- `n_device_events`)
+    main_rank       INTEGER,
+    -- the main device's `devices.device` (rollup, as `main_rank`)
+    main_device     INTEGER
 );
 
 -- One row per rank of a run: a trace file (Kineto), a host (XPlane) or a profiled process (AMD formats)

@@ -23,10 +23,16 @@
 -- @column n_skipped_events BIGINT = run_meta.n_skipped_events
 -- @column tracekit_version VARCHAR = run_meta.tracekit_version
 -- @column n_invalid_events BIGINT = run_meta.n_invalid_events
+-- @column n_device_events BIGINT = run_meta.n_device_events
+-- @column n_host_events BIGINT = run_meta.n_host_events
+-- @column device_time_ns BIGINT = run_meta.device_time_ns
+-- @column main_rank INTEGER = run_meta.main_rank
+-- @column main_device INTEGER = run_meta.main_device
 CREATE OR REPLACE VIEW runs AS
 SELECT run_id, source, format, vendor, device_name, label, workload, captured_at, ingested_at,
        tags, content_sha256, n_files, n_ranks, input_bytes, n_trace_events, n_skipped_events,
-       tracekit_version, n_invalid_events
+       tracekit_version, n_invalid_events, n_device_events, n_host_events, device_time_ns,
+       main_rank, main_device
 FROM run_meta;
 
 -- One row per device activity: kernel, memcpy, memset, MTIA CCP event; XLA op on TPU (also async ops) or on
@@ -89,6 +95,39 @@ SELECT run_id, rank, device, stream, category, name, start_ns, dur_ns, correlati
        flops, model_flops, bytes_accessed, hbm_bytes, args, dispatch_id, queue_id, scratch_bytes,
        vgpr_count, accum_vgpr_count, sgpr_count
 FROM device_activity;
+
+-- One row per run: its device activities' count and summed duration, the run list's columns. The
+-- rollups of `runs`; counted from `device_activity` only for a run that a writer older than schema 5
+-- committed to a lake without them, so the list never scans the events of the other runs.
+-- @column run_id VARCHAR = run_meta.run_id
+-- @column n_device_events BIGINT [count] rows of `device_activity` of the run
+-- @column device_time_ns BIGINT [ns] Σ `dur_ns` over them (overlapping activities count each)
+CREATE OR REPLACE VIEW run_device_totals AS
+SELECT m.run_id, coalesce(m.n_device_events, c.n, 0) AS n_device_events,
+       coalesce(m.device_time_ns, c.t::BIGINT, 0) AS device_time_ns
+FROM run_meta m
+LEFT JOIN (SELECT run_id, count(*) AS n, sum(dur_ns) AS t FROM device_activity
+           WHERE run_id IN (SELECT run_id FROM run_meta WHERE n_device_events IS NULL) GROUP BY run_id) c
+  USING (run_id);
+
+-- One row per run that lists a device: its main device, which the analyzers cost against and the
+-- dashboard names — of the `devices` listed, the one with the most `device_activity` rows (ties:
+-- lowest rank, then device). The rollup of `runs`; chosen from the events only for a run without
+-- rollups (a lake run of a writer older than schema 5, or a run being ingested).
+-- @column run_id VARCHAR = run_meta.run_id
+-- @column rank INTEGER = device_meta.rank
+-- @column device INTEGER = device_meta.device
+CREATE OR REPLACE VIEW run_main_device AS
+SELECT run_id, main_rank AS rank, main_device AS device
+FROM run_meta WHERE n_device_events IS NOT NULL AND main_rank IS NOT NULL
+UNION ALL
+SELECT d.run_id, d.rank, d.device
+FROM device_meta d
+LEFT JOIN (SELECT run_id, rank, device, count(*) AS n FROM device_activity
+           WHERE run_id IN (SELECT run_id FROM run_meta WHERE n_device_events IS NULL) GROUP BY ALL) b
+  USING (run_id, rank, device)
+WHERE d.run_id IN (SELECT run_id FROM run_meta WHERE n_device_events IS NULL)
+QUALIFY row_number() OVER (PARTITION BY d.run_id ORDER BY b.n DESC NULLS LAST, d.rank, d.device) = 1;
 
 -- One row per finding of an analyzer on a run. From `finding_rows`.
 -- @column run_id VARCHAR = finding_rows.run_id
