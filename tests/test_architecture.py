@@ -17,7 +17,7 @@ LAYERS: dict[int, tuple[str, ...]] = {
     0: ("errors", "limits", "formatting", "names", "sql_text", "sqldoc", "outputs", "config_toml", "__version__"),
     1: ("schema", "store", "request_rows", "lake"),
     2: ("parsers",),
-    3: ("ingest", "ingest_lake", "ingest_jobs"),
+    3: ("ingest", "ingest_lake", "ingest_jobs", "ingest_ray"),
     4: ("analysis",),
     5: ("queries", "compare", "report_data", "run_analysis", "run_edits"),
     6: ("present",),

@@ -11,7 +11,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 -m venv .venv-lake
-.venv-lake/bin/pip install -q -e '.[lake,lake-test]'
+.venv-lake/bin/pip install -q -e '.[lake,lake-test,ray]'
 roots=(sample_traces)
 if [ -d ../shared/corpus ]; then roots+=(../shared/corpus); fi
 out=$(mktemp -d)
@@ -23,4 +23,5 @@ if ! same=$(.venv/bin/python tools/store_rows.py compare "$out/main.json" "$out/
     echo "$versions: stored rows differ:"; echo "$same"; exit 1
 fi
 echo "$versions: $same"
-.venv-lake/bin/python -m pytest -p no:cacheprovider tests/test_lake.py tests/test_lake_url.py
+.venv-lake/bin/python -m pytest -p no:cacheprovider tests/test_lake.py tests/test_lake_url.py tests/test_ingest_ray.py \
+    tests/test_ci_workflow_lake.py

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from tracekit.compare import COMPARE_TOP_KERNELS, compare_runs
 from tracekit.exports import export_perfetto, render_report
+from tracekit.lake.export import export_parquet
 from tracekit.lake.maintenance import CompactResult, compact_lake, init_lake
 from tracekit.queries import RUNS_SQL, Rows, list_runs, run_query, top_activity
 from tracekit.request_rows import store_requests
@@ -34,7 +35,7 @@ from tracekit.run_edits import attach_model, delete_runs, store_token_lengths, u
 
 __all__ = [
     "COMPARE_TOP_KERNELS", "RUNS_SQL", "CompactResult", "Rows", "analyze_runs", "attach_model", "compact_lake",
-    "compare_runs", "delete_runs", "ensure_analyzed", "export_perfetto", "init_lake", "list_runs", "render_report",
-    "run_query", "run_summary",
+    "compare_runs", "delete_runs", "ensure_analyzed", "export_parquet", "export_perfetto", "init_lake", "list_runs",
+    "render_report", "run_query", "run_summary",
     "store_requests", "store_token_lengths", "top_activity", "update_runs",
 ]

@@ -17,7 +17,8 @@ import json
 import os
 import re
 import tempfile
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -538,6 +539,35 @@ def _roll_back(con: duckdb.DuckDBPyConnection) -> None:
     con.close()
 
 
+@contextmanager
+def store_transaction(store_path: Path, on_lock_wait: Callable[[], None] | None,
+                      reading: Callable[[], RunInput | None] = lambda: None) -> Iterator[duckdb.DuckDBPyConnection]:
+    """One write transaction on the store file ``store_path``: BEGIN, then COMMIT when the block
+    ends. On any failure it is rolled back, a store this call created is removed again, and the
+    error becomes one line (:func:`_plain_error`, blaming the input ``reading()`` names)."""
+    existed = store_path.exists()
+    con = None
+    try:
+        con = connect(store_path, on_wait=on_lock_wait)
+        con.execute("BEGIN")
+        yield con
+        con.execute("COMMIT")
+    except BaseException as exc:
+        if con is not None:
+            _roll_back(con)
+            con = None
+        if not existed:
+            for leftover in (store_path, Path(str(store_path) + ".wal")):
+                leftover.unlink(missing_ok=True)
+        plain = _plain_error(exc, store_path, reading())
+        if plain is not None:
+            raise plain from None
+        raise
+    finally:
+        if con is not None:
+            con.close()
+
+
 def _prepared_inputs(paths: Sequence[str | Path], format_name: str | None, python_events: bool,
                      read_ahead: ReadAhead | None) -> list[RunInput]:
     """Each PATH resolved and checked, its parser prepared: store-independent work (imports,
@@ -554,9 +584,11 @@ def _prepared_inputs(paths: Sequence[str | Path], format_name: str | None, pytho
 
 
 def _elsewhere(paths: Sequence[str | Path], target: str | Path, read_ahead: ReadAhead | None, jobs: int,
+               ray: str | None = None, ray_analyze: Callable[[list[str], Path], object] | None = None,
                **options: Any) -> list[IngestResult]:
     """Ingest into a lake (:func:`tracekit.ingest_lake.ingest_into_lake`) or, with ``jobs`` > 1,
-    parse the runs in parallel and store them in one transaction (:mod:`tracekit.ingest_jobs`).
+    parse the runs in parallel and store them in one transaction (:mod:`tracekit.ingest_jobs`), or
+    with ``ray``, one Ray task per run (:mod:`tracekit.ingest_ray`).
     Each run's own ingest reads its files: a read-ahead started for this command is stopped."""
     from tracekit.ingest_jobs import MAX_JOBS, default_jobs, ingest_in_parallel
 
@@ -564,6 +596,12 @@ def _elsewhere(paths: Sequence[str | Path], target: str | Path, read_ahead: Read
         read_ahead.cancel()
     if jobs < 0 or jobs > MAX_JOBS:
         raise ConfigError("--jobs", f"{jobs} is not from 0 (one per core) to {MAX_JOBS}")
+    if ray is not None:
+        if jobs != 1:
+            raise ConfigError("--jobs", "give --jobs or --ray, not both (Ray runs a task per CPU of its cluster)")
+        from tracekit.ingest_ray import ingest_on_ray
+
+        return ingest_on_ray(paths, target, ray, analyze=ray_analyze, **options)
     jobs = jobs or default_jobs()
     if isinstance(target, str):
         from tracekit.ingest_lake import ingest_into_lake
@@ -594,6 +632,8 @@ def ingest(  # noqa: PLR0913 - the public API: every option is keyword-only with
     one_run: bool = False,
     read_ahead: ReadAhead | None = None,
     jobs: int = 1,
+    ray: str | None = None,
+    ray_analyze: Callable[[list[str], Path], object] | None = None,
 ) -> list[IngestResult]:
     """Ingest each PATH as one run into ``store`` (default ``$TRACEKIT_STORE`` or ./tracekit.duckdb,
     or a lake URL: :mod:`tracekit.ingest_lake`).
@@ -614,17 +654,19 @@ def ingest(  # noqa: PLR0913 - the public API: every option is keyword-only with
     (:func:`tracekit.parsers.kineto.read_ahead`, which the CLI starts before DuckDB loads): used if
     this ingest reads the same content, else stopped once the inputs are resolved. Raises
     :class:`TraceInputError` for bad input and :class:`StoreError` for store problems; in both
-    cases the store is unchanged.
+    cases the store is unchanged. ``ray`` (a Ray address, ``local`` for a private instance) ingests
+    one run per Ray task (:mod:`tracekit.ingest_ray`), each task calling ``ray_analyze([run_id],
+    staged_store_file)`` once its run is staged (the CLI passes :func:`tracekit.api.analyze_runs`).
     """
     if not paths:
         raise TraceInputError("<none>", "no input path given")
     # settings are checked before any input is read or the store opened
     memory_limit_setting(), temp_dir(), max_event_bytes(), max_inflate_ratio()
     target = resolve_store(store)
-    if isinstance(target, str) or (jobs != 1 and len(paths) > 1):
+    if isinstance(target, str) or (jobs != 1 and len(paths) > 1) or ray is not None:
         # a lake URL (each run staged in a file, then published) or runs parsed in parallel
-        return _elsewhere(paths, target, read_ahead, jobs, format_name=format_name, label=label,
-                          workload=workload, tags=tags, progress=progress, on_start=on_start,
+        return _elsewhere(paths, target, read_ahead, jobs, ray, ray_analyze, format_name=format_name,
+                          label=label, workload=workload, tags=tags, progress=progress, on_start=on_start,
                           python_events=python_events, captured_at=captured_at, before_commit=before_commit,
                           one_run=one_run, on_lock_wait=on_lock_wait)
     items = _prepared_inputs(paths, format_name, python_events, read_ahead)
@@ -632,14 +674,9 @@ def ingest(  # noqa: PLR0913 - the public API: every option is keyword-only with
         captured_at = captured_at.astimezone(dt.UTC).replace(tzinfo=None)
     if on_start is not None:
         on_start(sum(i.input_bytes for i in items))
-    store_path = target
-    existed = store_path.exists()
     results: list[IngestResult] = []
-    con = None
     current: RunInput | None = None
-    try:
-        con = connect(store_path, on_wait=on_lock_wait)
-        con.execute("BEGIN")
+    with store_transaction(target, on_lock_wait, lambda: current) as con:
         seen: dict[str, IngestResult] = {}
         opts = RunOptions(label=label, workload=workload, tags=tags or {}, progress=progress,
                           python_events=python_events, captured_at=captured_at, one_run=one_run)
@@ -650,19 +687,4 @@ def ingest(  # noqa: PLR0913 - the public API: every option is keyword-only with
             results.append(seen[item.content_sha256])
         if before_commit is not None:
             before_commit(con, results)
-        con.execute("COMMIT")
-    except BaseException as exc:
-        if con is not None:
-            _roll_back(con)
-            con = None
-        if not existed:
-            for leftover in (store_path, Path(str(store_path) + ".wal")):
-                leftover.unlink(missing_ok=True)
-        plain = _plain_error(exc, store_path, current)
-        if plain is not None:
-            raise plain from None
-        raise
-    finally:
-        if con is not None:
-            con.close()
     return results

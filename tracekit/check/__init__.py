@@ -6,13 +6,16 @@ each regression down to the kernels that moved (:func:`tracekit.compare.compare_
 representative run per side) and the findings that are new, and returns a :class:`CheckResult`.
 :mod:`tracekit.check.message` renders it as markdown or JSON; :mod:`tracekit.check.post` posts it
 to a GitHub pull request or a Slack webhook. Statistics: :mod:`tracekit.check.stats`; metric
-selection, config and verdicts: :mod:`tracekit.check.gate`; the math: docs/MATH.md.
+selection, config and verdicts: :mod:`tracekit.check.gate`; candidates and baselines in two stores:
+:mod:`tracekit.check.stores`; the math: docs/MATH.md.
 """
 
 from __future__ import annotations
 
 import re
 import urllib.parse
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,10 +35,11 @@ from tracekit.check.gate import (
     pr_verdict,
     representative,
 )
+from tracekit.check.stores import paired, separate
 from tracekit.errors import TraceInputError
 from tracekit.lake.catalog import snapshot_id
 from tracekit.sql_text import quote as _q
-from tracekit.store import open_store, resolve_run_id, resolve_store
+from tracekit.store import StoreLocation, open_store, resolve_run_id, resolve_store
 
 __all__ = ["CheckConfig", "CheckResult", "load_config", "parse_min_change", "run_check"]
 
@@ -201,7 +205,7 @@ def _needs_analysis(con: duckdb.DuckDBPyConnection, runs: list[str]) -> list[str
     return [r for r in runs if r not in done]
 
 
-def run_check(
+def run_check(  # noqa: PLR0913 - one parameter per CLI option
     store: str | Path | None = None,
     *,
     candidates: list[str] | None = None,
@@ -211,77 +215,123 @@ def run_check(
     config: CheckConfig | None = None,
     dashboard_url: str | None = None,
     analyze_missing: bool = True,
+    baseline_store: str | Path | None = None,
 ) -> CheckResult:
     """Run a check. PR tier: ``candidates`` with ``baselines`` or ``baseline_label`` (the newest
     ``config.baseline_limit`` runs with that label, of the candidates' workload when they share
     one). Main-branch tier: ``history`` = a workload (its runs ordered by ``captured_at``).
 
-    Runs without stored metrics are analyzed first (``analyze_missing``). ``dashboard_url``: base
-    URL of ``tracekit dashboard`` for compare links. Raises :class:`TraceInputError` for unknown
-    runs, an unknown workload or label, and a missing mode.
+    ``baseline_store`` (PR tier): a store file or lake URL the baselines come from, opened
+    read-only and never written (default: ``store``, which then holds both sides); candidates
+    come from ``store``. Baselines without stored metrics are then not analyzed: ``baseline_label``
+    picks among the runs with stored metrics, and a named one without any is an error.
+
+    Runs without stored metrics are analyzed first (``analyze_missing``), in ``store``.
+    ``dashboard_url``: base URL of ``tracekit dashboard`` for compare links. Raises
+    :class:`TraceInputError` for unknown runs, an unknown workload or label, and a missing mode.
     """
     cfg = config or CheckConfig()
     path = resolve_store(store)
+    other = separate(path, None if baseline_store is None else resolve_store(baseline_store))
     cands = list(dict.fromkeys(candidates or []))
     bases = list(dict.fromkeys(baselines or []))
     if history is not None and (cands or bases or baseline_label):
         raise TraceInputError(path, "give either --history WORKLOAD or --candidate/--baseline runs, not both")
+    if history is not None and other is not None:
+        raise TraceInputError(other, "--baseline-store is for --candidate runs; --history reads --store")
     if history is None and not cands:
         raise TraceInputError(path, "give --candidate RUN (with --baseline RUN or --baseline-label) or --history WORKLOAD")
     if history is None and not bases and baseline_label is None:
         raise TraceInputError(path, "give --baseline RUN (repeat per run) or --baseline-label LABEL")
     notes: list[str] = []
-    with open_store(path, read_only=True) as con:
-        if history is not None:
-            rows = con.execute(
-                """SELECT run_id FROM runs WHERE workload = ?
-                   ORDER BY captured_at NULLS FIRST, ingested_at, run_id""", [history]).fetchall()
-            if not rows:
-                raise TraceInputError(path, f"no runs of workload {history!r} (see `tracekit runs`)")
-            hist_runs = [r[0] for r in rows]
-            if len(hist_runs) > cfg.window:
-                notes.append(f"the newest {cfg.window} of {len(hist_runs)} runs of {history!r} are considered")
-                hist_runs = hist_runs[-cfg.window:]
-            all_runs = hist_runs
-        else:
-            cands = list(dict.fromkeys(resolve_run_id(con, r, path) for r in cands))
-            bases = list(dict.fromkeys(resolve_run_id(con, r, path) for r in bases))
-            known = _known_runs(con, cands + bases)
-            overlap = set(cands) & set(bases)
-            if overlap:
-                raise TraceInputError(path, f"run {min(overlap)!r} is both a candidate and a baseline")
-            if baseline_label is not None:
-                workloads = {known[c]["workload"] for c in cands}
-                workload = workloads.pop() if len(workloads) == 1 else None
-                rows = con.execute(
-                    f"""SELECT run_id FROM runs WHERE label = ? AND run_id NOT IN ({", ".join(map(_q, cands))})
-                        AND (? IS NULL OR workload = ?)
-                        ORDER BY captured_at DESC NULLS LAST, ingested_at DESC, run_id LIMIT ?""",
-                    [baseline_label, workload, workload, cfg.baseline_limit]).fetchall()
-                if not rows:
-                    where = f" of workload {workload!r}" if workload else ""
-                    raise TraceInputError(path, f"no runs labelled {baseline_label!r}{where} to use as baseline")
-                bases += [r[0] for r in rows if r[0] not in bases]
-                notes.append(f"baseline: the {len(rows)} newest run(s) labelled {baseline_label!r}"
-                             + (f" of workload {workload!r}" if workload else ""))
-            all_runs = cands + bases
-        missing = _needs_analysis(con, all_runs)
+    if history is not None:
+        with open_store(path, read_only=True) as con:
+            all_runs = _history_runs(con, path, history, cfg, notes)
+            missing = _needs_analysis(con, all_runs)
+    else:
+        cands, bases, missing = _pr_runs(path, other, cands, bases, baseline_label, cfg, notes)
+        all_runs = cands + bases
     if missing and analyze_missing:
         from tracekit.run_analysis import analyze_runs
 
         analyze_runs(missing, path)
         notes.append(f"analyzed {len(missing)} run(s) without stored metrics first")
-    with open_store(path, read_only=True) as con:
+    with _reading(path, other, cands, bases) as con:
         run_info = _known_runs(con, all_runs)
         note = _hardware_note(con, run_info, cands, bases)
         if note:
             notes.insert(0, note)
-        snapshot = snapshot_id(con) if isinstance(path, str) else None
+        if other is not None:  # where each side came from, so the alert can be reproduced
+            notes.append(f"baseline runs read from {other} (read-only); candidate runs from {path}")
+        snapshot = snapshot_id(con) if isinstance(path, str) or isinstance(other, str) else None
         if snapshot is not None:  # a lake: the snapshot read, so the alert can be reproduced
             notes.append(f"read lake snapshot {snapshot} (reproduce with ATTACH … (SNAPSHOT_VERSION {snapshot}))")
         if history is not None:
             return _history_check(con, path, history, all_runs, cfg, dashboard_url, run_info, notes)
         return _pr_check(con, path, cands, bases, cfg, dashboard_url, run_info, notes)
+
+
+def _history_runs(con: duckdb.DuckDBPyConnection, path: StoreLocation, workload: str, cfg: CheckConfig,
+                  notes: list[str]) -> list[str]:
+    """The newest ``cfg.window`` runs of ``workload``, oldest first (by capture time)."""
+    rows = con.execute(
+        """SELECT run_id FROM runs WHERE workload = ?
+           ORDER BY captured_at NULLS FIRST, ingested_at, run_id""", [workload]).fetchall()
+    if not rows:
+        raise TraceInputError(path, f"no runs of workload {workload!r} (see `tracekit runs`)")
+    runs = [r[0] for r in rows]
+    if len(runs) > cfg.window:
+        notes.append(f"the newest {cfg.window} of {len(runs)} runs of {workload!r} are considered")
+        runs = runs[-cfg.window:]
+    return runs
+
+
+def _pr_runs(path: StoreLocation, other: StoreLocation | None, cands: list[str], bases: list[str],
+             baseline_label: str | None, cfg: CheckConfig, notes: list[str]) -> tuple[list[str], list[str], list[str]]:
+    """The PR tier's runs: (candidates, baselines, the runs to analyze first). Candidates are
+    resolved in ``path``, baselines in ``other`` (None: ``path`` too), where a baseline without
+    stored metrics is never analyzed (that store is only read)."""
+    with ExitStack() as stack:
+        con = stack.enter_context(open_store(path, read_only=True))
+        bcon, bpath = (con, path) if other is None else (stack.enter_context(open_store(other, read_only=True)), other)
+        cands = list(dict.fromkeys(resolve_run_id(con, r, path) for r in cands))
+        bases = list(dict.fromkeys(resolve_run_id(bcon, r, bpath) for r in bases))
+        overlap = set(cands) & set(bases)
+        if overlap:
+            raise TraceInputError(path, f"run {min(overlap)!r} is both a candidate and a baseline")
+        if baseline_label is not None:
+            workloads = {info["workload"] for info in _known_runs(con, cands).values()}
+            workload = workloads.pop() if len(workloads) == 1 else None
+            rows = bcon.execute(
+                f"""SELECT run_id FROM runs WHERE label = ? AND run_id NOT IN ({", ".join(map(_q, cands))})
+                    AND (? IS NULL OR workload = ?)
+                    AND (? OR run_id IN (SELECT run_id FROM metric_rows))
+                    ORDER BY captured_at DESC NULLS LAST, ingested_at DESC, run_id LIMIT ?""",
+                [baseline_label, workload, workload, other is None, cfg.baseline_limit]).fetchall()
+            where = (f" of workload {workload!r}" if workload else "") + ("" if other is None else " with stored metrics")
+            if not rows:
+                raise TraceInputError(bpath, f"no runs labelled {baseline_label!r}{where} to use as baseline")
+            bases += [r[0] for r in rows if r[0] not in bases]
+            notes.append(f"baseline: the {len(rows)} newest run(s) labelled {baseline_label!r}{where}")
+        if other is None:
+            return cands, bases, _needs_analysis(con, cands + bases)
+        unanalyzed = _needs_analysis(bcon, bases)
+        if unanalyzed:
+            raise TraceInputError(other, f"baseline run {unanalyzed[0]!r} has no stored metrics, and the baseline "
+                                  "store is only read: analyze it there (`tracekit analyze RUN --store …`)")
+        return cands, bases, _needs_analysis(con, cands)
+
+
+@contextmanager
+def _reading(path: StoreLocation, other: StoreLocation | None, cands: list[str],
+             bases: list[str]) -> Iterator[duckdb.DuckDBPyConnection]:
+    """A read-only connection to ``path``, or to both stores when the baselines are in ``other``."""
+    if other is None:
+        with open_store(path, read_only=True) as con:
+            yield con
+    else:
+        with paired(path, cands, other, bases) as con:
+            yield con
 
 
 def _pr_check(con: duckdb.DuckDBPyConnection, path: str | Path, cands: list[str], bases: list[str], cfg: CheckConfig,

@@ -262,6 +262,18 @@ def ingest(  # noqa: PLR0913 - one parameter per CLI option
             "side), which is refused by default.",
         ),
     ] = False,
+    ray: Annotated[
+        str | None,
+        typer.Option(
+            "--ray", metavar="ADDRESS",
+            help="Backfill on Ray (needs pip install 'tracekit\\[ray]'; slow to start: 7-21 s and over 1 GB for a "
+            "local instance on 2 cores): one task per run parses and analyzes it. ADDRESS: 'local' (a private instance "
+            "on every core), 'auto' (the cluster 'ray start' began here), or HOST:PORT / ray://HOST:PORT. "
+            "Into a lake each task commits its own run (a bad input fails only its run); into a store file "
+            "all runs are copied in one transaction, which needs every worker on this machine (not ray://). "
+            "Workers must read the PATHs at the same absolute paths (this machine or a shared file system).",
+        ),
+    ] = None,
     jobs: Annotated[
         int,
         typer.Option(
@@ -288,6 +300,11 @@ def ingest(  # noqa: PLR0913 - one parameter per CLI option
     when = _parse_when(captured_at) if captured_at is not None else None
     show_progress = not as_json and err.is_terminal
     store_path = _store(store)
+    fan_out: dict[str, Any] = {"jobs": jobs}
+    if ray is not None:  # the tasks analyze their runs too (not with --model: it is attached afterwards)
+        from tracekit.api import analyze_runs
+
+        fan_out.update(ray=ray, ray_analyze=analyze_runs if model_choice.model is None else None)
     found: dict[str, tuple[str, list[str], list[tuple[Any, ...]]]] = {}
     summarize = None
     if not as_json:
@@ -335,13 +352,13 @@ def ingest(  # noqa: PLR0913 - one parameter per CLI option
                     on_start=lambda total: prog.update(task, total=total),
                     python_events=python_events, captured_at=when,
                     on_lock_wait=lambda: err.print(lock_wait_notice(store_path), markup=False),
-                    before_commit=summarize, one_run=one_run, read_ahead=read_ahead, jobs=jobs,
+                    before_commit=summarize, one_run=one_run, read_ahead=read_ahead, **fan_out,
                 )
         else:
             results = do_ingest(
                 paths, store_path, label=label, workload=workload, tags=tags, format_name=format_name,
                 python_events=python_events, captured_at=when, before_commit=summarize, one_run=one_run,
-                read_ahead=read_ahead, jobs=jobs,
+                read_ahead=read_ahead, **fan_out,
                 # on stderr in every mode (--json too: stdout carries only the JSON)
                 on_lock_wait=lambda: print(lock_wait_notice(store_path), file=sys.stderr, flush=True),
             )
@@ -1223,6 +1240,13 @@ def check(  # noqa: PLR0913 - one parameter per CLI option
         typer.Option("--history", help="Main-branch tier: look for change points in this workload's runs "
                      "(ordered by capture time)."),
     ] = None,
+    baseline_store: Annotated[
+        str | None,
+        typer.Option("--baseline-store", help="Store file or lake URL the baselines (--baseline, --baseline-label) "
+                     "come from, opened read-only and never written; candidates come from --store (default: "
+                     "--store holds both). E.g. a PR job's local store against the team lake.",
+                     show_default=False),
+    ] = None,
     min_change: Annotated[
         str | None,
         typer.Option("--min-change", help="Smallest change that counts, for metrics without their own in the "
@@ -1292,7 +1316,8 @@ def check(  # noqa: PLR0913 - one parameter per CLI option
             check_output(output, store=_store(store), force=force)
         cfg = _check_config(config, min_change, test)
         result = run_check(store, candidates=candidate, baselines=baseline, baseline_label=baseline_label,
-                           history=history, config=cfg, dashboard_url=dashboard_url)
+                           history=history, config=cfg, dashboard_url=dashboard_url,
+                           baseline_store=baseline_store)
     except TracekitError as exc:
         fail(str(exc))
         return
