@@ -316,6 +316,10 @@ def test_a_schema_2_store_gains_model_rows(tmp_path: Path) -> None:
         con.execute(f"DROP VIEW {view}")
     for table in ("run_meta", "rank_meta"):
         con.execute(f"ALTER TABLE {table} DROP COLUMN n_invalid_events")
+    for view in ("run_device_totals", "run_main_device"):  # schema 5 (rollups) did not exist either
+        con.execute(f"DROP VIEW {view}")
+    for column in ("n_device_events", "n_host_events", "device_time_ns", "main_rank", "main_device"):
+        con.execute(f"ALTER TABLE run_meta DROP COLUMN {column}")
     con.execute("DELETE FROM tracekit_schema WHERE version >= 3")
     con.execute("INSERT INTO tracekit_schema VALUES (2, now()::TIMESTAMP)")
     con.close()
