@@ -12,9 +12,12 @@ import importlib.util
 import json
 import os
 import re
+import sqlite3
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -108,6 +111,54 @@ def test_read_commands_print_the_same_on_a_lake_and_a_file(sqlite_lake: str, tmp
             text = re.sub(r',\s*"read lake snapshot \d+[^"]*"', "", text)
             printed[name] = re.sub(r'"?ingested_at"?: ?"[^"]*"', "", text)
         assert printed["lake"] == printed["file"], args
+
+
+def test_concurrent_analyses_of_one_run_take_turns_and_store_it_once(sqlite_lake: str, tmp_path: Path) -> None:
+    """DuckLake inserts never conflict, so two ``analyze`` of one run at once each replaced the rows
+    "before the other" and stored them twice; the run's analysis claim makes them take turns."""
+    from tracekit.lake.claims import ANALYSIS_PREFIX, claims_for
+    from tracekit.lake.url import parse_lake_url
+    from tracekit.store import close, connect
+
+    [run] = json.loads(_ok(run_cli("ingest", str(SAMPLES / "amd_synthetic_rocpd"), "--store", sqlite_lake,
+                                   "--json")))
+    rid = str(run["run_id"])
+    con = connect(sqlite_lake)
+    claims = claims_for(con, parse_lake_url(sqlite_lake))
+    claims.create()
+    assert claims.claim(ANALYSIS_PREFIX + rid, "the-test", 600) == "mine"  # another analyzer, mid-way
+    env = {k: v for k, v in os.environ.items() if k != "TRACEKIT_STORE"}
+    procs = [subprocess.Popen([sys.executable, "-c", "from tracekit.cli.main import main; main()", "analyze", rid,
+                               "--store", sqlite_lake, "-f", "json"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env) for _ in range(3)]
+    try:
+        # while the claim is held nobody stores anything, however long we look (no timing margin:
+        # a broken lock would show rows or an exit here on any machine sooner or later)
+        for _ in range(20):
+            assert all(p.poll() is None for p in procs)
+            assert _rows(sqlite_lake, f"SELECT count(*) FROM metric_rows WHERE run_id = '{rid}'") == [(0,)]
+            time.sleep(0.2)
+    finally:
+        claims.finish(ANALYSIS_PREFIX + rid, "the-test", committed=False)
+        close(con)
+    outs = [json.loads(_ok_proc(p)) for p in procs]
+    assert all(o == outs[0] for o in outs)  # each analysis saw the same run
+    n_metrics = sum(len(r["metrics"]) for r in outs[0])
+    assert n_metrics > 0
+    rows = _rows(sqlite_lake, "SELECT analyzer, name, count(*) FROM metric_rows "
+                              f"WHERE run_id = '{rid}' GROUP BY ALL HAVING count(*) > 1")
+    assert rows == []  # no metric stored twice
+    assert _rows(sqlite_lake, f"SELECT count(*) FROM metric_rows WHERE run_id = '{rid}'") == [(n_metrics,)]
+    with closing(sqlite3.connect(parse_lake_url(sqlite_lake).catalog_file)) as db:
+        assert db.execute("SELECT count(*) FROM tracekit_claims WHERE run_id LIKE 'analysis:%'").fetchone() == (0,)
+        # a reader of a rollback-journal catalog blocked the committer ("database is locked" for a minute)
+        assert db.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+
+
+def _ok_proc(proc: subprocess.Popen[str]) -> str:
+    stdout, stderr = proc.communicate(timeout=900)
+    assert proc.returncode == 0, stderr
+    return stdout
 
 
 def test_readers_cannot_write_the_lake(sqlite_lake: str) -> None:

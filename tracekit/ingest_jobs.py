@@ -12,6 +12,7 @@ has the memory budget of one ingest (``TRACEKIT_MEMORY_LIMIT``), so N jobs may u
 
 from __future__ import annotations
 
+import dataclasses
 import multiprocessing
 import os
 from collections.abc import Sequence
@@ -26,13 +27,14 @@ from tracekit.lake.publish import STAGE
 from tracekit.sql_text import quote
 from tracekit.store import RUN_TABLES, update_run_meta
 
-__all__ = ["MAX_JOBS", "default_jobs", "ingest_in_parallel", "stage_runs"]
+__all__ = ["MAX_JOBS", "WORKER_OPTIONS", "copy_staged", "default_jobs", "ingest_in_parallel", "raise_worker_error",
+           "relabel_held", "stage_runs"]
 
 #: At most this many worker processes (more only adds start-up and memory).
 MAX_JOBS = 64
 
 #: ingest() options a worker can take (callbacks and a read-ahead stay in the parent).
-_WORKER_OPTIONS = ("format_name", "label", "workload", "tags", "python_events", "captured_at", "one_run")
+WORKER_OPTIONS = ("format_name", "label", "workload", "tags", "python_events", "captured_at", "one_run")
 
 
 def _stage_chunk(sources: list[str], staged: str, options: dict[str, Any]) -> tuple[bool, Any]:
@@ -45,7 +47,8 @@ def _stage_chunk(sources: list[str], staged: str, options: dict[str, Any]) -> tu
         return False, (type(exc).__name__, exc.path, exc.reason)
 
 
-def _raise(error: tuple[str, str, str]) -> None:
+def raise_worker_error(error: tuple[str, str, str]) -> None:
+    """Raise in this process the input error a worker returned as (class name, path, reason)."""
     name, path, reason = error
     cls = getattr(errors, name, PathError)
     raise (cls if isinstance(cls, type) and issubclass(cls, PathError) else PathError)(path, reason)
@@ -66,7 +69,7 @@ def _chunks(items: Sequence[RunInput], jobs: int) -> list[list[RunInput]]:
 
 def _submit(pool: ProcessPoolExecutor, chunks: list[list[RunInput]], stage_dir: Path,
             options: dict[str, Any]) -> list[tuple[Future[tuple[bool, Any]], Path]]:
-    worker_options = {k: v for k, v in options.items() if k in _WORKER_OPTIONS}
+    worker_options = {k: v for k, v in options.items() if k in WORKER_OPTIONS}
     staged = [stage_dir / f"stage{i}.duckdb" for i in range(len(chunks))]
     return [(pool.submit(_stage_chunk, [str(it.source) for it in chunk], str(path), worker_options), path)
             for chunk, path in zip(chunks, staged)]
@@ -78,7 +81,7 @@ def _collect(futures: list[tuple[Future[tuple[bool, Any]], Path]]) -> dict[str, 
     for future, path in futures:
         ok, value = future.result()
         if not ok:
-            _raise(value)
+            raise_worker_error(value)
         where.update({r.run_id: (r, path) for r in value})
     return where
 
@@ -110,18 +113,18 @@ def ingest_in_parallel(items: Sequence[RunInput], store: Path, jobs: int, stage_
     with ProcessPoolExecutor(max_workers=max(1, len(others)), mp_context=context) as pool:
         futures = _submit(pool, others, stage_dir, options)
 
-        def copy_staged(con: Any, own: list[IngestResult]) -> None:
+        def add_staged(con: Any, own: list[IngestResult]) -> None:
             results.update({r.run_id: r for r in own})
             staged = _collect(futures)
-            results.update(_copy_into(con, list(staged.values()), options))
+            results.update(copy_staged(con, list(staged.values()), options))
             if user_before_commit is not None:
                 user_before_commit(con, list(results.values()))
 
-        ingest([str(it.source) for it in mine], store, **dict(options, before_commit=copy_staged))
+        ingest([str(it.source) for it in mine], store, **dict(options, before_commit=add_staged))
     return results
 
 
-def _copy_into(con: Any, staged: list[tuple[IngestResult, Path]], options: dict[str, Any]) -> dict[str, IngestResult]:
+def copy_staged(con: Any, staged: list[tuple[IngestResult, Path]], options: dict[str, Any]) -> dict[str, IngestResult]:
     """Copy staged runs into the store open on ``con``, inside its transaction."""
     files = list(dict.fromkeys(path for _r, path in staged))
     held = {r[0] for r in con.execute(
@@ -140,13 +143,16 @@ def _copy_into(con: Any, staged: list[tuple[IngestResult, Path]], options: dict[
     return results
 
 
+def relabel_held(con: Any, run_id: str, options: dict[str, Any]) -> list[str]:
+    """A re-ingest of a run the store holds already: its label, workload and tags set from the
+    ingest ``options`` (inside the caller's transaction); the fields changed."""
+    return update_run_meta(con, run_id, label=options.get("label"), workload=options.get("workload"),
+                           tags=dict(options.get("tags") or {}))
+
+
 def _existing(con: Any, result: IngestResult, options: dict[str, Any]) -> IngestResult:
-    """A run the store holds already: its label, workload and tags updated, as a re-ingest does."""
-    updated = update_run_meta(con, result.run_id, label=options.get("label"), workload=options.get("workload"),
-                              tags=dict(options.get("tags") or {}))
-    return IngestResult(run_id=result.run_id, source=result.source, format=result.format, created=False,
-                        vendor=result.vendor, device_name=result.device_name, n_files=result.n_files,
-                        updated=updated)
+    """A run the store holds already, relabelled (:func:`relabel_held`)."""
+    return dataclasses.replace(result, created=False, updated=relabel_held(con, result.run_id, options))
 
 
 def default_jobs() -> int:

@@ -14,27 +14,20 @@ For each PATH (inputs are all resolved and checked first, as for a store file):
 
 from __future__ import annotations
 
-import os
-import socket
 import tempfile
-import uuid
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from tracekit.ingest import IngestResult, RunInput, ingest, resolve_input
+from tracekit.ingest_jobs import relabel_held, stage_runs
 from tracekit.lake import publish
-from tracekit.lake.claims import Claims, claims_for, stale_after_s, wait_for
+from tracekit.lake.claims import Claims, claims_for, stale_after_s, wait_for, writer_id
 from tracekit.lake.url import parse_lake_url
 from tracekit.limits import temp_dir
-from tracekit.store import close, connect, update_run_meta
+from tracekit.store import close, connect
 
-__all__ = ["ingest_into_lake", "writer_id"]
-
-
-def writer_id() -> str:
-    """Who holds a claim: ``host:pid:random`` (unique per ingest command)."""
-    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+__all__ = ["claim_and_publish", "ingest_into_lake"]
 
 
 def ingest_into_lake(
@@ -67,12 +60,10 @@ def ingest_into_lake(
         with tempfile.TemporaryDirectory(prefix="tracekit-stage-", dir=temp_dir()) as stage_dir:
             staged: dict[str, tuple[IngestResult, Path]] = {}
             if jobs > 1 and len(items) > 1:  # parse every run in parallel first, then claim and publish
-                from tracekit.ingest_jobs import stage_runs
-
                 staged = {r.run_id: (r, p) for r, p in stage_runs(items, Path(stage_dir), jobs, options)}
             for item in items:
                 if item.run_id not in done:
-                    done[item.run_id] = _one_run(con, claims, item, writer, stale_s, Path(stage_dir),
+                    done[item.run_id] = claim_and_publish(con, claims, item, writer, stale_s, Path(stage_dir),
                                                  staged.get(item.run_id), options)
                 results.append(done[item.run_id])
         return results
@@ -80,8 +71,8 @@ def ingest_into_lake(
         close(con)
 
 
-def _one_run(con: Any, claims: Claims, item: RunInput, writer: str, stale_s: float, stage_dir: Path,
-             prestaged: tuple[IngestResult, Path] | None, options: dict[str, Any]) -> IngestResult:
+def claim_and_publish(con: Any, claims: Claims, item: RunInput, writer: str, stale_s: float, stage_dir: Path,
+                      prestaged: tuple[IngestResult, Path] | None, options: dict[str, Any]) -> IngestResult:
     """Claim, stage (unless a worker ``prestaged`` it: ingest --jobs) and publish one run."""
     if wait_for(claims, item.run_id, writer, stale_s) == "committed":
         return _existing(con, item, options)
@@ -108,8 +99,7 @@ def _existing(con: Any, item: RunInput, options: dict[str, Any]) -> IngestResult
     row = con.execute("SELECT vendor, n_files FROM run_meta WHERE run_id = ?", [item.run_id]).fetchone()
     con.execute("BEGIN")
     try:
-        updated = update_run_meta(con, item.run_id, label=options.get("label"), workload=options.get("workload"),
-                                  tags=dict(options.get("tags") or {}))
+        updated = relabel_held(con, item.run_id, options)
         con.execute("COMMIT")
     except BaseException:
         con.execute("ROLLBACK")

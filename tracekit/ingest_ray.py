@@ -51,9 +51,9 @@ import duckdb
 
 from tracekit.errors import ConfigError, PathError
 from tracekit.ingest import IngestResult, RunInput, ingest, resolve_input, store_transaction
-from tracekit.ingest_jobs import _WORKER_OPTIONS, _copy_into, _raise, default_jobs
-from tracekit.ingest_lake import _one_run, writer_id
-from tracekit.lake.claims import claims_for, stale_after_s, wait_for
+from tracekit.ingest_jobs import WORKER_OPTIONS, copy_staged, default_jobs, raise_worker_error
+from tracekit.ingest_lake import claim_and_publish
+from tracekit.lake.claims import claims_for, stale_after_s, wait_for, writer_id
 from tracekit.lake.url import LakeURL, parse_lake_url
 from tracekit.limits import temp_dir
 from tracekit.store import close, connect
@@ -116,7 +116,7 @@ def _lake_task(lake: str, item: RunInput, writer: str, options: dict[str, Any], 
                     except BaseException:
                         claims.finish(item.run_id, writer, False)
                         raise
-                return _one_run(con, claims, item, writer, stale_s, Path(stage_dir), prestaged, options)
+                return claim_and_publish(con, claims, item, writer, stale_s, Path(stage_dir), prestaged, options)
         finally:
             close(con)
 
@@ -219,7 +219,7 @@ def _gather(ray: Any, tasks: dict[Any, RunInput], order: dict[str, int],
         if progress is not None:
             progress(value.n_device_events + value.n_host_events, item.input_bytes)
     if errors:
-        _raise(errors[min(errors)])
+        raise_worker_error(errors[min(errors)])
     return done
 
 
@@ -227,7 +227,7 @@ def _store_staged(store: Path, staged: list[tuple[IngestResult, Path]], options:
     """Copy the staged runs into the store file in one transaction (a store this created is
     removed again on failure), calling ``before_commit`` as an ingest does."""
     with store_transaction(store, options.get("on_lock_wait")) as con:
-        results = _copy_into(con, staged, options)
+        results = copy_staged(con, staged, options)
         if options.get("before_commit") is not None:
             options["before_commit"](con, list(results.values()))
     return results
@@ -238,7 +238,7 @@ def _into_file(ray: Any, store: Path, unique: list[RunInput], order: dict[str, i
     if address != LOCAL:
         _check_one_machine(ray, address)
     task = ray.remote(num_cpus=1)(_file_task)
-    worker_options = {k: v for k, v in options.items() if k in _WORKER_OPTIONS}
+    worker_options = {k: v for k, v in options.items() if k in WORKER_OPTIONS}
     with tempfile.TemporaryDirectory(prefix="tracekit-stage-", dir=temp_dir()) as stage_dir:
         paths = {it.run_id: Path(stage_dir) / f"{it.run_id}.duckdb" for it in unique}
         tasks = {task.remote(_for_workers(it), str(paths[it.run_id]), worker_options, analyze): it for it in unique}
@@ -249,7 +249,7 @@ def _into_file(ray: Any, store: Path, unique: list[RunInput], order: dict[str, i
 def _into_lake(ray: Any, lake: str, con: duckdb.DuckDBPyConnection, unique: list[RunInput],
                order: dict[str, int], options: dict[str, Any], analyze: Analyze | None) -> dict[str, IngestResult]:
     task = ray.remote(num_cpus=1)(_lake_task)
-    worker_options = {k: v for k, v in options.items() if k in _WORKER_OPTIONS}
+    worker_options = {k: v for k, v in options.items() if k in WORKER_OPTIONS}
     target, writer = _absolute_lake(parse_lake_url(lake)), writer_id()
     tasks = {task.remote(target, _for_workers(it), writer, worker_options, analyze): it for it in unique}
     done = _gather(ray, tasks, order, options.get("progress"))

@@ -6,10 +6,13 @@ and metrics; nothing else about a run changes."""
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tracekit.store import match_run_id, open_store, resolve_run_id, resolve_store
+from tracekit.lake.url import is_lake, parse_lake_url
+from tracekit.store import StoreLocation, match_run_id, open_store, resolve_run_id, resolve_store
 
 if TYPE_CHECKING:
     from tracekit.analysis.overview import Overview
@@ -51,7 +54,7 @@ def analyze_runs(
 ) -> list[dict[str, Any]]:
     """Run every registered analyzer on the runs (all runs without findings when ``only_new``
     and no ids are given), store the results, and return them as plain dicts."""
-    from tracekit.analysis import analyze_run
+    from tracekit.analysis.base import run_analyzers, store_results
 
     path = resolve_store(store)
     with open_store(path) as con:
@@ -67,19 +70,35 @@ def analyze_runs(
         threads = int(con.execute("SELECT current_setting('threads')").fetchall()[0][0])
         con.execute(f"SET threads = {max(1, os.cpu_count() or 1)}")
         try:
+            lock = _analysis_lock(con, path)
             for rid in run_ids:
-                results = analyze_run(con, rid)
-                out.append(
-                    {
-                        "run_id": rid,
-                        "findings": [
-                            {"analyzer": name, **f.__dict__} for name, r in results.items() for f in r.findings
-                        ],
-                        "metrics": [
-                            {"analyzer": name, **m.__dict__} for name, r in results.items() for m in r.metrics
-                        ],
-                    }
-                )
+                with lock(rid):
+                    results = run_analyzers(con, rid)
+                    if is_lake(path):  # a busy catalog or a concurrent commit: the write again
+                        from tracekit.lake.retry import with_retries
+
+                        with_retries(lambda: store_results(con, rid, results))  # noqa: B023 (called at once)
+                    else:
+                        store_results(con, rid, results)
+                out.append({
+                    "run_id": rid,
+                    "findings": [{"analyzer": name, **f.__dict__} for name, r in results.items() for f in r.findings],
+                    "metrics": [{"analyzer": name, **m.__dict__} for name, r in results.items() for m in r.metrics],
+                })
         finally:
             con.execute(f"SET threads = {threads}")
     return out
+
+
+def _analysis_lock(con: Any, path: StoreLocation) -> Callable[[str], AbstractContextManager[None]]:
+    """What a run's analysis holds while it runs: on a lake, the run's analysis claim in the catalog
+    (:data:`tracekit.lake.claims.ANALYSIS_PREFIX`: concurrent analyzers of one run take turns, so
+    its rows are stored once); a store file has one writer already (its lock)."""
+    if not is_lake(path):
+        return lambda _run_id: nullcontext()
+    from tracekit.lake.claims import ANALYSIS_PREFIX, claims_for, held_while, stale_after_s, writer_id
+
+    claims = claims_for(con, parse_lake_url(str(path)))
+    claims.create()
+    writer, stale_s = writer_id(), stale_after_s()
+    return lambda run_id: held_while(claims, ANALYSIS_PREFIX + run_id, writer, stale_s)

@@ -104,10 +104,18 @@ class Analyzer:
 def analyze_run(
     con: duckdb.DuckDBPyConnection, run_id: str, names: list[str] | None = None
 ) -> dict[str, AnalyzerResult]:
-    """Run the named analyzers (default: all registered) on one run and store their results.
+    """Run the named analyzers (default: all registered) on one run and store their results
+    (:func:`run_analyzers`, then :func:`store_results`)."""
+    results = run_analyzers(con, run_id, names)
+    store_results(con, run_id, results)
+    return results
 
-    The run's previous rows of those analyzers are replaced in one transaction.
-    """
+
+def run_analyzers(
+    con: duckdb.DuckDBPyConnection, run_id: str, names: list[str] | None = None
+) -> dict[str, AnalyzerResult]:
+    """The named analyzers' (default: all registered) results on one run, nothing stored. An
+    analyzer that fails is reported as an ``error`` finding of its own; the others still run."""
     from tracekit.analysis import library
 
     chosen = names or sorted(ANALYZERS)
@@ -128,6 +136,12 @@ def analyze_run(
                             "Please report it with the trace (or its `tracekit runs` line) and tracekit's version."),
                     evidence={"exception": type(exc).__name__, "message": first},
                 )])
+    return results
+
+
+def store_results(con: duckdb.DuckDBPyConnection, run_id: str, results: dict[str, AnalyzerResult]) -> None:
+    """Replace the run's stored findings and metrics of the analyzers in ``results`` with theirs,
+    in one transaction."""
     now = utc_now()
     con.execute("BEGIN")
     try:
@@ -147,6 +161,8 @@ def analyze_run(
             ], source=None)
         con.execute("COMMIT")
     except BaseException:
-        con.execute("ROLLBACK")
+        try:
+            con.execute("ROLLBACK")
+        except duckdb.TransactionException:
+            pass  # a failed commit (a lake's) is rolled back already
         raise
-    return results

@@ -13,10 +13,12 @@ the run, and marks it ``committed`` after the lake transaction commits. A claim 
 from __future__ import annotations
 
 import os
+import socket
 import sqlite3
 import time
-from collections.abc import Callable
-from contextlib import closing
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import closing, contextmanager
 from typing import Literal, Protocol
 
 import duckdb
@@ -25,7 +27,13 @@ from tracekit.errors import ConfigError
 from tracekit.lake.url import LakeURL
 from tracekit.sql_text import quote
 
-__all__ = ["Claims", "Verdict", "claims_for", "stale_after_s"]
+__all__ = ["ANALYSIS_PREFIX", "Claims", "Verdict", "claims_for", "held_while", "stale_after_s", "wait_for", "writer_id"]
+
+#: The claim key of a run's analysis (``analysis:<run id>``): held while one process analyzes the
+#: run and stores its findings and metrics, dropped after (never ``committed``). DuckLake inserts
+#: do not conflict, so two ``tracekit analyze`` of one run at once would each replace the run's
+#: rows "before the other's" and store them twice; holding this key serializes them.
+ANALYSIS_PREFIX = "analysis:"
 
 #: ``mine``: this writer holds the claim and writes the run; ``committed``: the run is in the lake;
 #: ``busy``: another live writer is writing it now.
@@ -37,6 +45,11 @@ _TABLE = """CREATE TABLE IF NOT EXISTS tracekit_claims (
     writer TEXT NOT NULL,
     claimed_at DOUBLE PRECISION NOT NULL
 )"""
+
+
+def writer_id() -> str:
+    """Who holds a claim: ``host:pid:random`` (unique per command)."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
 
 def stale_after_s() -> float:
@@ -163,6 +176,17 @@ def claims_for(con: duckdb.DuckDBPyConnection, url: LakeURL) -> Claims:
     if url.catalog == "postgresql":
         return PostgresClaims(con, url)
     return SqliteClaims(url)
+
+
+@contextmanager
+def held_while(claims: Claims, key: str, writer: str, stale_s: float) -> Iterator[None]:
+    """Hold the claim ``key`` (waiting while another live writer holds it) for the ``with`` body,
+    then drop it: a lock across processes and machines, in the catalog database."""
+    wait_for(claims, key, writer, stale_s)
+    try:
+        yield
+    finally:
+        claims.finish(key, writer, committed=False)
 
 
 def wait_for(claims: Claims, run_id: str, writer: str, stale_s: float, poll_s: float = 0.5) -> Verdict:

@@ -5,19 +5,18 @@ one-transaction ingest and the same rows as any store — and then :func:`publis
 run's rows of every run table into the lake with ``INSERT … BY NAME SELECT *`` in ONE DuckLake
 transaction, so a run is in the lake whole or not at all. ``BY NAME`` lets an older writer's rows
 land in a lake with newer columns (NULL there). Concurrent commits that DuckLake cannot merge,
-and a SQLite catalog that is busy, are retried with jittered back-off (a SQLite catalog failed
-35 of 80 concurrent commits without it, none with it: ``docs/team-store.md``).
+and a SQLite catalog that is busy, are retried (:mod:`tracekit.lake.retry`).
 """
 
 from __future__ import annotations
 
-import random
 import time
 from pathlib import Path
 
 import duckdb
 
 from tracekit.lake.catalog import ALIAS
+from tracekit.lake.retry import with_retries
 from tracekit.sql_text import quote
 from tracekit.store import RUN_TABLES
 
@@ -26,16 +25,6 @@ __all__ = ["STAGE", "attach_stage", "publish_run"]
 #: The alias of the staged store file while it is attached to a lake connection.
 STAGE = "stage"
 
-#: How many times a commit that conflicted or found the catalog busy is tried again.
-MAX_RETRIES = 30
-
-
-def _retryable(exc: duckdb.Error) -> bool:
-    text = str(exc).lower()
-    return any(s in text for s in ("database is locked", "conflict", "busy", "could not serialize",
-                                   "deadlock", "retry"))
-
-
 def attach_stage(con: duckdb.DuckDBPyConnection, staged: Path) -> None:
     """Attach a staged store file read-only as :data:`STAGE`."""
     con.execute(f"ATTACH {quote(str(staged))} AS {STAGE} (READ_ONLY)")
@@ -43,15 +32,8 @@ def attach_stage(con: duckdb.DuckDBPyConnection, staged: Path) -> None:
 
 def publish_run(con: duckdb.DuckDBPyConnection, run_id: str) -> tuple[int, float]:
     """Copy ``run_id`` from the attached stage into the lake in one transaction, retrying
-    conflicts; return (rows copied, seconds the successful commit took)."""
-    for attempt in range(MAX_RETRIES + 1):
-        try:
-            return _copy_once(con, run_id)
-        except duckdb.Error as exc:
-            if attempt == MAX_RETRIES or not _retryable(exc):
-                raise
-            time.sleep(min(2.0, 0.05 * 2 ** min(attempt, 6)) * random.uniform(0.5, 1.5))
-    raise AssertionError("unreachable")
+    conflicts (:func:`tracekit.lake.retry.with_retries`); return (rows copied, seconds the successful commit took)."""
+    return with_retries(lambda: _copy_once(con, run_id))
 
 
 def _copy_once(con: duckdb.DuckDBPyConnection, run_id: str) -> tuple[int, float]:
