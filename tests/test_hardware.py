@@ -391,6 +391,19 @@ def test_user_file_from_env_and_home(tmp_path: Path, monkeypatch: pytest.MonkeyP
     assert load_catalog()["h100_sxm"].price_per_hour_usd == 2.49
 
 
+def test_an_edited_user_file_is_read_again(tmp_path: Path) -> None:
+    """The parsed catalog is kept between calls (the dashboard asks on every page), but never
+    outlives an edit of the file it came from."""
+    path = _write(tmp_path, _USER)
+    assert load_catalog(path)["h100_sxm"].price_per_hour_usd == 2.49
+    mine = load_catalog(path)
+    mine.clear()  # a caller's dict is its own
+    assert "acme_x1" in load_catalog(path)
+    path.write_text(_USER.replace("2.49", "3.125"))  # another size, another modification time
+    assert load_catalog(path)["h100_sxm"].price_per_hour_usd == 3.125
+    assert load_catalog()["h100_sxm"].price_per_hour_usd != 3.125  # without the file: the catalog's own
+
+
 @pytest.mark.parametrize(
     ("text", "message"),
     [

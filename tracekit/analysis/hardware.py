@@ -173,12 +173,32 @@ def load_catalog(extra: Path | None = None) -> dict[str, DeviceSpec]:
 
     A user device table with a known key overrides just the fields it sets (its values are cited
     as ``user config <path>`` unless it gives its own ``sources``); a new key adds a device.
+    Parsed once per version of the two files (a TOML parse costs 15 ms; the dashboard asks on
+    every page): a changed file (size or modification time) is read again.
     """
-    devices: dict[str, Any] = dict(read_toml(catalog_path(), HardwareConfigError).get("devices", {}))
     user = user_config_path(extra)
-    if user is not None:
-        devices = _merge_user(devices, read_toml(user, HardwareConfigError), user)
-    return {key: _spec(key, table, origin=user or catalog_path()) for key, table in devices.items()}
+    key = (_file_key(catalog_path()), None if user is None else (str(user), _file_key(user)))
+    cached = _CATALOGS.get(key)
+    if cached is None:
+        devices: dict[str, Any] = dict(read_toml(catalog_path(), HardwareConfigError).get("devices", {}))
+        if user is not None:
+            devices = _merge_user(devices, read_toml(user, HardwareConfigError), user)
+        cached = {k: _spec(k, table, origin=user or catalog_path()) for k, table in devices.items()}
+        _CATALOGS.clear()  # one version kept
+        _CATALOGS[key] = cached
+    return dict(cached)  # DeviceSpec is frozen; the dict is the caller's
+
+
+#: load_catalog's parsed catalog, by the identity of the files it was read from.
+_CATALOGS: dict[tuple[Any, ...], dict[str, DeviceSpec]] = {}
+
+
+def _file_key(path: Path) -> tuple[int, int, int]:
+    try:
+        st = path.stat()
+    except OSError:
+        return (-1, -1, -1)  # read_toml then says what is wrong
+    return (st.st_ino, st.st_size, st.st_mtime_ns)
 
 
 def _existing(path: Path) -> Path:
@@ -361,27 +381,34 @@ def run_device(con: Any, run_id: str) -> tuple[dict[str, Any] | None, DeviceSpec
     return row, identify(row)
 
 
-def run_devices(con: Any) -> list[tuple[dict[str, Any], DeviceSpec | None, list[str]]]:
-    """:func:`run_device` of every run of the store (the dashboard's Runs and weekly pages), one
-    entry per distinct device description: (the ``devices`` row without ``run_id``, ``rank``,
-    ``device`` and the raw ``properties`` JSON, which :func:`identify` does not read; its catalog
-    spec or None; the runs whose main device it is). Runs without a device row are absent. The
-    choice is the runs' rollup (view ``run_main_device``): no event is read, and each distinct
-    device is identified once (10,000 runs of 23 kinds of device: 23 lookups, 30 ms)."""
-    r = con.execute("""SELECT d.* EXCLUDE (run_id, rank, device, properties), list(run_id) AS run_ids__
-                       FROM devices d JOIN run_main_device USING (run_id, rank, device) GROUP BY ALL""")
-    cols = [c[0] for c in r.description]
-    out: list[tuple[dict[str, Any], DeviceSpec | None, list[str]]] = []
-    catalog: dict[str, DeviceSpec] | None = None  # read once (a TOML parse: 15 ms), only if needed
-    for values in r.fetchall():
+def device_kinds(con: Any) -> list[tuple[int, dict[str, Any], DeviceSpec | None]]:
+    """Every run's main device (the runs' rollup, view ``run_main_device``: no event is read),
+    grouped into kinds of device: creates the TEMP table ``run_device_kind(run_id, kind, …the
+    device's columns)`` and
+    returns (kind, the ``devices`` row without ``run_id``, ``rank``, ``device`` and the raw
+    ``properties`` JSON, which :func:`identify` does not read, its catalog spec or None) per kind.
+    A kind is the hash of the row's other columns, so the per-run part stays in SQL and each kind
+    is identified once (10,000 runs of 23 kinds of device: 23 lookups). Runs without a device row
+    have no ``run_device_kind`` row."""
+    cols = [str(r[0]) for r in con.execute("DESCRIBE devices").fetchall()
+            if r[0] not in ("run_id", "rank", "device", "properties")]
+    listed = ", ".join(f'd."{c}"' for c in cols)
+    con.execute(f"""CREATE OR REPLACE TEMP TABLE run_device_kind AS
+                    SELECT run_id, hash({listed}) AS kind, {listed}
+                    FROM devices d JOIN run_main_device USING (run_id, rank, device)""")
+    quoted = ", ".join(f'"{c}"' for c in cols)
+    r = con.execute(f"""SELECT kind, {quoted} FROM run_device_kind
+                        QUALIFY row_number() OVER (PARTITION BY kind ORDER BY run_id) = 1""")
+    out: list[tuple[int, dict[str, Any], DeviceSpec | None]] = []
+    catalog: dict[str, DeviceSpec] | None = None  # read only if needed
+    for kind, *values in r.fetchall():
         row = dict(zip(cols, values, strict=True))
-        runs = [str(x) for x in row.pop("run_ids__")]
         if row.get("vendor") == "cpu":
-            out.append((row, None, runs))
+            out.append((int(kind), row, None))
             continue
         if catalog is None:
             catalog = load_catalog()
-        out.append((row, identify(row, catalog), runs))
+        out.append((int(kind), row, identify(row, catalog)))
     return out
 
 

@@ -19,7 +19,7 @@ import duckdb
 
 from tracekit import formatting as fmt
 from tracekit.analysis.categories import category_case_sql
-from tracekit.analysis.hardware import run_devices
+from tracekit.analysis.hardware import device_kinds
 from tracekit.analysis.overview import HEADLINE_KPIS
 
 
@@ -116,20 +116,15 @@ _SHORT_KPI_LABELS = {"decode step": "decode", "step (all phases)": "all phases"}
 def hardware_table(con: duckdb.DuckDBPyConnection) -> None:
     """Create (or replace) the TEMP table ``run_hardware(run_id, hardware, identified)``: per run,
     the hardware-catalog device the analyzers cost against
-    (:func:`tracekit.analysis.hardware.run_devices`), else the trace's device name marked as not
-    identified, else the vendor. The Runs and weekly pages group and show hardware by it."""
-    ids: list[str] = []
-    spec_names: list[str | None] = []
-    trace_names: list[str | None] = []
-    for row, spec, runs in run_devices(con):  # one entry per distinct device, not per run
-        ids += runs
-        spec_names += [spec.name if spec is not None else None] * len(runs)
-        trace_names += [row.get("name") or row.get("device_type") or None] * len(runs)
-    # the per-run rest in SQL: 10,000 runs in milliseconds
-    con.execute(
+    (:func:`tracekit.analysis.hardware.device_kinds`: each kind of device identified once), else
+    the trace's device name marked as not identified, else the vendor. The Runs and weekly pages
+    group and show hardware by it."""
+    kinds = device_kinds(con)
+    con.execute(  # the per-run rest in SQL: 10,000 runs in milliseconds
         """CREATE OR REPLACE TEMP TABLE run_hardware AS
-           WITH d AS (SELECT unnest($ids::VARCHAR[]) AS run_id, unnest($specs::VARCHAR[]) AS spec_name,
+           WITH n AS (SELECT unnest($kinds::UBIGINT[]) AS kind, unnest($specs::VARCHAR[]) AS spec_name,
                              unnest($names::VARCHAR[]) AS trace_name),
+                d AS (SELECT k.run_id, n.spec_name, n.trace_name FROM run_device_kind k JOIN n USING (kind)),
                 t AS (SELECT r.run_id, r.vendor, d.spec_name,
                              CASE WHEN d.run_id IS NULL THEN nullif(r.device_name, '') ELSE d.trace_name END AS name
                       FROM runs r LEFT JOIN d USING (run_id))
@@ -140,7 +135,9 @@ def hardware_table(con: duckdb.DuckDBPyConnection) -> None:
                        ELSE name || ' (not identified)' END AS hardware,
                   spec_name IS NOT NULL AS identified
            FROM t""",
-        {"ids": ids, "specs": spec_names, "names": trace_names})
+        {"kinds": [k for k, _row, _spec in kinds],
+         "specs": [spec.name if spec is not None else None for _k, _row, spec in kinds],
+         "names": [row.get("name") or row.get("device_type") or None for _k, row, _spec in kinds]})
 
 
 class RunsPage(NamedTuple):
