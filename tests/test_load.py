@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from load_server import Behaviour, serve
+from load_server import Behaviour, State, serve
 
 from tracekit.collectors.load import (
     VOCAB,
@@ -32,10 +32,26 @@ ROOT = Path(__file__).resolve().parents[1]
 MS = 1_000_000  # ns
 
 
+def until_served(st: State, n: int) -> threading.Event:
+    """A ``finish`` event set once the server has received ``n`` requests, so a test that needs
+    that many runs until it has them however slow the machine is (``duration_s`` is only a cap)."""
+    ev = threading.Event()
+
+    def watch() -> None:
+        while not ev.is_set():
+            if st.n_requests >= n:
+                ev.set()
+            time.sleep(0.002)
+
+    threading.Thread(target=watch, daemon=True).start()
+    return ev
+
+
 def test_ttft_and_itl_match_the_server_delays() -> None:
     # first token after 50 ms, then one every 10 ms; 8 tokens → e2e ≈ 50 + 7·10 ms
     with serve(Behaviour(first_token_s=0.050, token_interval_s=0.010)) as (url, st):
-        res = run_load(LoadSpec(url, duration_s=0.8, concurrency=2, max_tokens=8, prompt_tokens="fixed:12"))
+        res = run_load(LoadSpec(url, duration_s=60, concurrency=2, max_tokens=8, prompt_tokens="fixed:12"),
+                       finish=until_served(st, 6))
     recs = res.records
     assert len(recs) == st.n_requests >= 6
     assert [r.request_id for r in recs] == list(range(len(recs)))
@@ -84,8 +100,8 @@ def test_tokens_counted_without_usage_chunk_completions_and_chat() -> None:
 
 
 def test_http_500_is_recorded_per_request() -> None:
-    with serve(Behaviour(fail_every=3)) as (url, _):
-        res = run_load(LoadSpec(url, duration_s=0.5, concurrency=2, max_tokens=3))
+    with serve(Behaviour(fail_every=3)) as (url, st):
+        res = run_load(LoadSpec(url, duration_s=60, concurrency=2, max_tokens=3), finish=until_served(st, 6))
     failed = [r for r in res.records if r.error is not None]
     ok = [r for r in res.records if r.error is None]
     assert {r.request_id % 3 for r in failed} <= {0, 1, 2} and failed and ok
@@ -121,7 +137,7 @@ def test_request_timeout() -> None:
 
 def test_concurrency_is_bounded() -> None:
     with serve(Behaviour(first_token_s=0.02, token_interval_s=0.005)) as (url, st):
-        res = run_load(LoadSpec(url, duration_s=0.8, concurrency=3, max_tokens=4))
+        res = run_load(LoadSpec(url, duration_s=60, concurrency=3, max_tokens=4), finish=until_served(st, 12))
     assert st.max_in_flight == 3
     assert len(res.records) == st.n_requests
     # closed loop: each worker's next request starts after its previous one ended, so at no
@@ -218,12 +234,14 @@ def test_prompts_file_text_and_jsonl(tmp_path: Path) -> None:
     )
     assert [p.text for p in read_prompts(text)] == ["alpha beta", "gamma delta epsilon"]
     with serve() as (url, st):
-        res = run_load(LoadSpec(url, duration_s=0.2, concurrency=1, prompts_file=text, max_tokens=3))
+        res = run_load(LoadSpec(url, duration_s=60, concurrency=1, prompts_file=text, max_tokens=3),
+                       finish=until_served(st, 3))
         assert [b["prompt"] for b in st.bodies[:3]] == ["alpha beta", "gamma delta epsilon", "alpha beta"]
         assert all(r.output_tokens == 3 for r in res.records)
         st.bodies.clear()
-        res = run_load(LoadSpec(url, duration_s=0.2, concurrency=1, prompts_file=jsonl, max_tokens=5,
-                                endpoint="chat"))
+        st.n_requests = 0
+        res = run_load(LoadSpec(url, duration_s=60, concurrency=1, prompts_file=jsonl, max_tokens=5,
+                                endpoint="chat"), finish=until_served(st, 2))
     first, second = st.bodies[0], st.bodies[1]
     assert first["messages"] == [{"role": "user", "content": "one two three"}] and first["max_tokens"] == 2
     assert second["messages"][0] == {"role": "system", "content": "be brief"} and second["max_tokens"] == 5
