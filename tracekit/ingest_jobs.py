@@ -116,6 +116,8 @@ def ingest_in_parallel(items: Sequence[RunInput], store: Path, jobs: int, stage_
         def add_staged(con: Any, own: list[IngestResult]) -> None:
             results.update({r.run_id: r for r in own})
             staged = _collect(futures)
+            # the workers are done: the copy and the COMMIT's checkpoint may use every core
+            con.execute(f"SET threads = {jobs}")
             results.update(copy_staged(con, list(staged.values()), options))
             if user_before_commit is not None:
                 user_before_commit(con, list(results.values()))
