@@ -20,7 +20,10 @@ Layouts, each read by a fresh connection (open or attach timed apart):
   per run, as ``tracekit ingest`` does (one small data file per run per table: the state before
   the nightly compaction), measured, compacted with ``tracekit lake compact``, measured again.
 
-Queries (median and best of ``--repeat`` after one warm-up, on the open connection, ms):
+Queries (median and best of ``--repeat`` after one warm-up, ms), each call as a dashboard page
+makes it: on a store file on the open connection with the page's TEMP tables dropped first, on a
+lake as one read of the dashboard's reader pool (the lake attached once, a reused cursor, one
+transaction; hardware identified once per snapshot):
 
 * ``check --history``: the workload's run list and the metric series ``tracekit check`` reads;
 * ``weekly``: the dashboard's weekly trends of a workload (``weekly_trends`` + ``workload_weeks``);
@@ -180,38 +183,57 @@ def _timed(fn: Callable[[], object], repeat: int) -> dict[str, float]:
 
 
 def measure(store: str, repeat: int) -> dict[str, Any]:
-    """Open ``store`` read-only (timed) and time each query on that connection."""
+    """Open ``store`` read-only (timed), then time each query as a page runs it: on a store file,
+    on that connection with the TEMP tables a page builds dropped before each call (a page opens
+    its own connection); on a lake, each call one read of the dashboard's
+    :class:`~tracekit.lake.readers.ReaderPool` (a reused cursor, one transaction, the lake
+    attached once)."""
     from tracekit.check import _series
     from tracekit.dashboard.data import run_findings, runs_table, weekly_trends, workload_weeks
+    from tracekit.lake.readers import ReaderPool
+    from tracekit.lake.url import is_lake
     from tracekit.queries import RUNS_SQL, top_activity
     from tracekit.store import close, connect
 
     started = time.perf_counter()
     con = connect(store, read_only=True)
     open_ms = (time.perf_counter() - started) * 1000
+    pool = ReaderPool() if is_lake(store) else None
     try:
         workload = "w7"
         one = con.execute("SELECT run_id FROM runs WHERE n_device_events > 0 ORDER BY run_id DESC LIMIT 1").fetchone()[0]
 
-        def history() -> object:
-            runs = [r[0] for r in con.execute(
+        def page(fn: Callable[[Any], object]) -> Callable[[], object]:
+            def run() -> object:
+                if pool is not None:
+                    with pool.read(store) as cur:
+                        return fn(cur)
+                for (name,) in con.execute("SELECT table_name FROM duckdb_tables() WHERE temporary").fetchall():
+                    con.execute(f"DROP TABLE temp.main.{name}")
+                return fn(con)
+            return run
+
+        def history(c: Any) -> object:
+            runs = [r[0] for r in c.execute(
                 "SELECT run_id FROM runs WHERE workload = ? ORDER BY captured_at NULLS FIRST, ingested_at, run_id",
                 [workload]).fetchall()]
-            return _series(con, runs[-200:])  # check's default window
+            return _series(c, runs[-200:])  # check's default window
 
         queries = {
             "check --history": history,
-            "weekly": lambda: (weekly_trends(con, workload), workload_weeks(con, workload)),
-            "runs page": lambda: runs_table(con, limit=50),  # what the page asks for: one page, and the total
-            "tracekit runs": lambda: con.execute(RUNS_SQL).fetchall(),
-            "single run": lambda: (top_activity(one, con=con), run_findings(con, one)),
+            "weekly": lambda c: (weekly_trends(c, workload), workload_weeks(c, workload)),
+            "runs page": lambda c: runs_table(c, limit=50),  # what the page asks for: one page, and the total
+            "tracekit runs": lambda c: c.execute(RUNS_SQL).fetchall(),
+            "single run": lambda c: (top_activity(one, con=c), run_findings(c, one)),
         }
         out: dict[str, Any] = {"open_ms": open_ms}
         for name, fn in queries.items():
-            out[name] = _timed(fn, repeat)
+            out[name] = _timed(page(fn), repeat)
         out["data_files"] = _data_files(con)
         return out
     finally:
+        if pool is not None:
+            pool.close()
         close(con)
 
 

@@ -177,7 +177,7 @@ def load_catalog(extra: Path | None = None) -> dict[str, DeviceSpec]:
     every page): a changed file (size or modification time) is read again.
     """
     user = user_config_path(extra)
-    key = (_file_key(catalog_path()), None if user is None else (str(user), _file_key(user)))
+    key = catalog_identity(extra)
     cached = _CATALOGS.get(key)
     if cached is None:
         devices: dict[str, Any] = dict(read_toml(catalog_path(), HardwareConfigError).get("devices", {}))
@@ -187,6 +187,13 @@ def load_catalog(extra: Path | None = None) -> dict[str, DeviceSpec]:
         _CATALOGS.clear()  # one version kept
         _CATALOGS[key] = cached
     return dict(cached)  # DeviceSpec is frozen; the dict is the caller's
+
+
+def catalog_identity(extra: Path | None = None) -> tuple[Any, ...]:
+    """What :func:`load_catalog` reads, identified by each file's inode, size and modification
+    time: equal identities, equal catalogs (a cache of identified devices can be keyed by it)."""
+    user = user_config_path(extra)
+    return (_file_key(catalog_path()), None if user is None else (str(user), _file_key(user)))
 
 
 #: load_catalog's parsed catalog, by the identity of the files it was read from.

@@ -19,8 +19,9 @@ import duckdb
 
 from tracekit import formatting as fmt
 from tracekit.analysis.categories import category_case_sql
-from tracekit.analysis.hardware import device_kinds
+from tracekit.analysis.hardware import catalog_identity, device_kinds
 from tracekit.analysis.overview import HEADLINE_KPIS
+from tracekit.lake.catalog import read_key
 
 
 @dataclass(frozen=True)
@@ -119,6 +120,16 @@ def hardware_table(con: duckdb.DuckDBPyConnection) -> None:
     (:func:`tracekit.analysis.hardware.device_kinds`: each kind of device identified once), else
     the trace's device name marked as not identified, else the vendor. The Runs and weekly pages
     group and show hardware by it."""
+    key = read_key(con)
+    if key is not None:
+        key_and_catalog = (key, catalog_identity())
+        cached = _HARDWARE.get(key_and_catalog)
+        if cached is not None:
+            con.execute("""CREATE OR REPLACE TEMP TABLE run_hardware AS
+                           SELECT unnest($r::VARCHAR[]) AS run_id, unnest($h::VARCHAR[]) AS hardware,
+                                  unnest($i::BOOLEAN[]) AS identified""",
+                        {"r": cached[0], "h": cached[1], "i": cached[2]})
+            return
     kinds = device_kinds(con)
     con.execute(  # the per-run rest in SQL: 10,000 runs in milliseconds
         """CREATE OR REPLACE TEMP TABLE run_hardware AS
@@ -138,6 +149,16 @@ def hardware_table(con: duckdb.DuckDBPyConnection) -> None:
         {"kinds": [k for k, _row, _spec in kinds],
          "specs": [spec.name if spec is not None else None for _k, _row, spec in kinds],
          "names": [row.get("name") or row.get("device_type") or None for _k, row, _spec in kinds]})
+    if key is not None:  # a lake snapshot: the same for every later read of it
+        rows = con.execute("SELECT run_id, hardware, identified FROM run_hardware").fetchall()
+        _HARDWARE.clear()  # one snapshot kept: the latest read
+        _HARDWARE[key_and_catalog] = ([r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows])
+
+
+#: hardware_table's rows of the lake snapshot read last, keyed by (read key, catalog identity):
+#: (run ids, hardware, identified). On a lake, identifying 10,000 runs' devices reads five tables
+#: (55 ms at 10,000 runs); copying them back costs a few.
+_HARDWARE: dict[tuple[str, tuple[Any, ...]], tuple[list[str], list[str], list[bool]]] = {}
 
 
 class RunsPage(NamedTuple):

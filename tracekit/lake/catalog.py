@@ -14,6 +14,7 @@ which :func:`load_extensions` installs from their files into a private extension
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import os
 import re
@@ -210,6 +211,43 @@ def connect(url: LakeURL, *, read_only: bool,
         con.close()
         raise
     return con
+
+
+def cursor(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
+    """A new connection to the database of ``con`` (a lake connection from :func:`connect`): the
+    lake attached once is shared, the default database and the TEMP views are set up again (they
+    belong to one connection). For a long-lived process that serves many reads (the dashboard):
+    milliseconds instead of the attach's 0.3–1.2 s."""
+    cur = con.cursor()
+    try:
+        cur.execute("SET enable_progress_bar = false")
+        cur.execute(f"USE {ALIAS}")
+        cur.execute(_views_sql())
+    except BaseException:
+        cur.close()
+        raise
+    return cur
+
+
+#: The DuckDB variable naming what a read inside one transaction sees (:func:`mark_snapshot`).
+READ_KEY_VARIABLE = "tracekit_read_key"
+
+
+def mark_snapshot(con: duckdb.DuckDBPyConnection, url: str) -> None:
+    """Inside a transaction on the lake of ``url``: set the connection's variable
+    :data:`READ_KEY_VARIABLE` to ``<hash of url>:<snapshot id>``, which names the data every
+    query of the transaction reads, so results derived from it can be cached across reads
+    (:func:`read_key`). A lake snapshot never changes once committed."""
+    row = con.execute(f"FROM {ALIAS}.current_snapshot()").fetchone()
+    key = None if row is None or row[0] is None else f"{hashlib.sha256(url.encode()).hexdigest()[:16]}:{row[0]}"
+    con.execute(f"SET VARIABLE {READ_KEY_VARIABLE} = ?", [key])
+
+
+def read_key(con: duckdb.DuckDBPyConnection) -> str | None:
+    """The key set by :func:`mark_snapshot` on this connection, or None (a store file, a read
+    outside such a transaction: nothing to cache by)."""
+    row = con.execute(f"SELECT getvariable('{READ_KEY_VARIABLE}')").fetchone()
+    return None if row is None or row[0] is None else str(row[0])
 
 
 def _migrate(con: duckdb.DuckDBPyConnection, from_version: int, to_version: int) -> None:
