@@ -1,7 +1,8 @@
 """``tracekit dashboard``: a Dash app for weekly performance reviews over a tracekit store.
 
 Pages (see :mod:`tracekit.dashboard.app` for the URL parameters): Runs, Weekly review, Run,
-Compare. The store is opened read-only for each page render; no SQL is taken from the user.
+Compare. A store file is opened read-only for each page render, a lake attached once and read one
+snapshot per page; no SQL is taken from the user.
 
     from tracekit.dashboard import create_app
     create_app("tracekit.duckdb").run(host="127.0.0.1", port=8050)

@@ -606,8 +606,8 @@ def _to_url(keys: tuple[str, ...]) -> Callable[..., str]:
 
 
 def create_app(store: str | Path) -> dash.Dash:
-    """The dashboard over the store at ``store`` (a file or a lake URL, opened read-only for each
-    page render)."""
+    """The dashboard over the store at ``store``: a file opened read-only for each page render, or
+    a lake URL attached once and read one snapshot per page (:func:`_page_connection`)."""
     store_path = resolve_store(store)
     app = dash.Dash(__name__, title="tracekit", update_title="", suppress_callback_exceptions=True,
                     serve_locally=True)
