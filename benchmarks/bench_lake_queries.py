@@ -238,8 +238,10 @@ def measure(store: str, repeat: int) -> dict[str, Any]:
 
 
 def _data_files(con: Any) -> int | None:
+    from tracekit.lake.catalog import ALIAS
+
     try:
-        row = con.execute("SELECT count(*) FROM ducklake_list_files('tracekit_lake', 'device_activity')").fetchone()
+        row = con.execute(f"SELECT count(*) FROM ducklake_list_files('{ALIAS}', 'device_activity')").fetchone()
     except Exception:  # noqa: BLE001 - a store file
         return None
     return int(row[0]) if row else None
