@@ -126,13 +126,14 @@ def test_connection_closed_mid_stream_is_an_error() -> None:
 
 
 def test_request_timeout() -> None:
-    with serve(Behaviour(stall_s=1.0)) as (url, _):
+    # the server stalls 30 s: a load that returns within 10 s gave up on the request itself
+    with serve(Behaviour(stall_s=30.0)) as (url, _):
         t0 = time.monotonic()
         res = run_load(LoadSpec(url, duration_s=0.1, concurrency=1, max_tokens=2, timeout_s=0.3))
-        assert time.monotonic() - t0 < 0.9
+        assert time.monotonic() - t0 < 10
     [r] = res.records
     assert r.error is not None and r.error.startswith("timed out after 0.3 s")
-    assert r.status is None and 0.3e9 <= r.e2e_ns < 0.8e9
+    assert r.status is None and 0.3e9 <= r.e2e_ns < 10e9
 
 
 def test_concurrency_is_bounded() -> None:
