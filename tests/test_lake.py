@@ -233,6 +233,45 @@ def test_postgresql_catalog_takes_concurrent_writers(pg: tuple[str, int], tmp_pa
     _concurrent_writers(url, tmp_path, writers=4, runs_each=3)
 
 
+def _psql(host: str, port: int, *args: str) -> str:
+    """Run PostgreSQL's client program ``args[0]`` against the test server; its output."""
+    from lake_services import _as_postgres, _pg_bin
+
+    return subprocess.run(_as_postgres([_pg_bin(args[0]) or args[0], "-h", host, "-p", str(port), "-U", "postgres",
+                                        *args[1:]]), check=True, capture_output=True, text=True, timeout=60).stdout
+
+
+def test_the_dashboard_attaches_again_when_its_catalog_connection_is_killed(
+        pg: tuple[str, int], tmp_path: Path) -> None:
+    """The dashboard keeps its lake attached between pages; when PostgreSQL ends its catalog
+    session (a restart, an idle timeout) the next page still renders, and when the attached
+    connection cannot read at all the pool drops it and attaches again instead of showing an
+    error."""
+    from tracekit.dashboard import app
+
+    host, port = pg
+    _psql(host, port, "createdb", "killed")
+    url = f"lake:postgresql://postgres@{host}:{port}/killed?data={tmp_path}/data"
+    _ok(run_cli("lake", "init", url))
+    [trace] = distinct_copies(tmp_path, 1)
+    _ok(run_cli("ingest", str(trace), "--store", url))
+    [(run,)] = _rows(url, "SELECT run_id FROM run_meta")
+    assert run in str(app.render_page(url, "/", ""))
+    killed = _psql(host, port, "psql", "-d", "postgres", "-tAc",
+                   "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity "
+                   "WHERE datname = 'killed'")
+    assert int(killed) >= 1  # the dashboard's catalog session(s) ended under it
+    page = str(app.render_page(url, "/", ""))  # DuckDB's postgres extension opens a new session
+    assert "tk-error" not in page and run in page
+    dead = app.LAKE_READERS.attached(url)
+    assert dead is not None
+    dead.close()  # a connection that can no longer read at all: its cursors fail on BEGIN
+    page = str(app.render_page(url, "/", ""))
+    assert "tk-error" not in page and run in page
+    assert app.LAKE_READERS.attached(url) not in (None, dead)  # dropped and attached again
+    app.LAKE_READERS.close()
+
+
 def test_postgresql_catalog_with_data_on_s3(pg: tuple[str, int], tmp_path: Path) -> None:
     from lake_services import s3
 
@@ -283,7 +322,7 @@ def test_the_dashboard_keeps_one_lake_connection_and_sees_each_new_commit(sqlite
     assert a in page and b in page and "tk-error" not in page
     assert str(app.render_page(sqlite_lake, "/run", f"?run={b}")).count(b) >= 1
     assert base is not None and app.LAKE_READERS.attached(sqlite_lake) is base  # attached once
-    [idle] = app.LAKE_READERS._idle[sqlite_lake]  # one cursor, reused page after page
+    [idle] = app.LAKE_READERS._lakes[sqlite_lake].idle  # one cursor, reused page after page
     # the Runs page's TEMP table run_hardware went with its page: the next page builds its own
     assert idle.execute("SELECT count(*) FROM duckdb_tables() WHERE temporary").fetchone() == (0,)
 

@@ -38,6 +38,7 @@ from tracekit import formatting as fmt
 from tracekit.dashboard import data
 from tracekit.errors import StoreLockedError, TracekitError
 from tracekit.lake.readers import ReaderPool
+from tracekit.lake.url import is_lake
 from tracekit.names import short_kernel_names
 from tracekit.store import close, connect, open_store, resolve_store
 
@@ -559,8 +560,8 @@ def _page_connection(store: str | Path) -> Iterator[duckdb.DuckDBPyConnection]:
     waits, then the page says the store is busy). A lake has no such lock and costs 0.3–1.2 s to
     attach, so it is attached once and each page reads one snapshot through a reused cursor
     (:mod:`tracekit.lake.readers`)."""
-    if isinstance(store, str):
-        with LAKE_READERS.read(store) as cur:
+    if is_lake(store):
+        with LAKE_READERS.read(str(store)) as cur:
             yield cur
         return
     # one writer at a time: while an ingest holds the store, wait briefly, then say so

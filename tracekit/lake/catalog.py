@@ -30,7 +30,8 @@ from tracekit.lake.url import LakeURL
 from tracekit.sql_text import quote
 from tracekit.store import first_line
 
-__all__ = ["ALIAS", "connect", "create_tables", "lake_tables_sql", "load_extensions", "snapshot_id"]
+__all__ = ["ALIAS", "READ_KEY_VARIABLE", "connect", "create_tables", "cursor", "lake_tables_sql", "load_extensions",
+           "mark_snapshot", "read_key", "snapshot_id", "without_secrets"]
 
 #: The name the lake is attached under.
 ALIAS = "lake"
@@ -125,7 +126,7 @@ def attach(con: duckdb.DuckDBPyConnection, url: LakeURL, *, read_only: bool) -> 
         con.execute(f"ATTACH {quote(url.ducklake())} AS {ALIAS} ({', '.join(options)})")
         con.execute(f"USE {ALIAS}")
     except duckdb.Error as exc:
-        raise StoreError(url.text, f"cannot attach the lake: {_without_secrets(first_line(exc))}") from None
+        raise StoreError(url.text, f"cannot attach the lake: {without_secrets(first_line(exc))}") from None
     if url.catalog == "sqlite" and not read_only:
         _sqlite_wal(url.catalog_file)
 
@@ -144,7 +145,7 @@ def _sqlite_wal(path: str) -> None:
         pass  # busy now: the next writer sets it (a lake works without WAL, only with more retries)
 
 
-def _without_secrets(text: str) -> str:
+def without_secrets(text: str) -> str:
     """``text`` without a ``password=…`` a driver may quote back."""
     return re.sub(r"(?i)(password\s*=\s*)\S+", r"\1…", text)
 
@@ -237,7 +238,9 @@ def mark_snapshot(con: duckdb.DuckDBPyConnection, url: str) -> None:
     """Inside a transaction on the lake of ``url``: set the connection's variable
     :data:`READ_KEY_VARIABLE` to ``<hash of url>:<snapshot id>``, which names the data every
     query of the transaction reads, so results derived from it can be cached across reads
-    (:func:`read_key`). A lake snapshot never changes once committed."""
+    (:func:`read_key`). A lake snapshot never changes once committed. (A lake dropped and made
+    again at the same URL restarts its snapshot ids: a process caching by this key must then be
+    restarted.)"""
     row = con.execute(f"FROM {ALIAS}.current_snapshot()").fetchone()
     key = None if row is None or row[0] is None else f"{hashlib.sha256(url.encode()).hexdigest()[:16]}:{row[0]}"
     con.execute(f"SET VARIABLE {READ_KEY_VARIABLE} = ?", [key])
