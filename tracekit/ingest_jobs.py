@@ -67,6 +67,43 @@ def _chunks(items: Sequence[RunInput], jobs: int) -> list[list[RunInput]]:
     return [sorted(c, key=lambda it: order[id(it)]) for c in chunks if c]
 
 
+#: What staging a share of the runs in a worker costs besides ingesting them, in bytes of input
+#: the parent would ingest meanwhile (2-vCPU machine, 41 corpus runs, docs/performance.md): the
+#: worker's start (spawn, imports: 0.35 s), its stage file's schema (0.33 s) and the stage's commit,
+#: about 1.1 s at 0.104 s per MB, less the parent's own COMMIT (0.2 s).
+STAGE_OVERHEAD_BYTES = 8_700_000
+#: Copying a staged run into the store costs the parent this share of ingesting it (0.6 s for the
+#: rows of 26 MB of input that took 2.7 s to ingest).
+COPY_COST = 0.22
+
+
+def _shares(items: Sequence[RunInput], jobs: int) -> tuple[list[RunInput], list[list[RunInput]]]:
+    """The runs split between this process and ``jobs - 1`` workers so that all finish together:
+    a worker starts late (:data:`STAGE_OVERHEAD_BYTES`) and this process copies what the workers
+    stage (:data:`COPY_COST`), so with T input bytes each worker gets W = (T − overhead) ÷ (N −
+    copy·(N − 1)) bytes and this process the rest (N = ``jobs``; every worker at least one run
+    while there are runs for it). Largest runs first, each to the share furthest below its
+    target; each share in input order."""
+    order = {id(item): i for i, item in enumerate(items)}
+    n = max(1, min(jobs, len(items)))
+    total = sum(it.input_bytes for it in items)
+    smallest = min((it.input_bytes for it in items), default=0)
+    per_worker = max(smallest, (total - STAGE_OVERHEAD_BYTES) / (n - COPY_COST * (n - 1))) if n > 1 else 0
+    targets = [total - per_worker * (n - 1)] + [per_worker] * (n - 1)
+    shares: list[list[RunInput]] = [[] for _ in range(n)]
+    load = [0.0] * n
+    for item in sorted(items, key=lambda it: -it.input_bytes):
+        k = max(range(n), key=lambda j: targets[j] - load[j])
+        shares[k].append(item)
+        load[k] += item.input_bytes
+    for k in range(1, n):  # a worker left without a run takes the smallest of the fullest share
+        if not shares[k]:
+            donor = max((j for j in range(n) if len(shares[j]) > 1), key=lambda j: load[j])
+            shares[k].append(shares[donor].pop())  # each share is sorted largest first
+    mine, *others = (sorted(c, key=lambda it: order[id(it)]) for c in shares)
+    return mine, [c for c in others if c]
+
+
 def _submit(pool: ProcessPoolExecutor, chunks: list[list[RunInput]], stage_dir: Path,
             options: dict[str, Any]) -> list[tuple[Future[tuple[bool, Any]], Path]]:
     worker_options = {k: v for k, v in options.items() if k in WORKER_OPTIONS}
@@ -101,12 +138,12 @@ def stage_runs(items: Sequence[RunInput], stage_dir: Path, jobs: int,
 def ingest_in_parallel(items: Sequence[RunInput], store: Path, jobs: int, stage_dir: Path,
                        options: dict[str, Any]) -> dict[str, IngestResult]:
     """Ingest ``items`` into the store file ``store`` with ``jobs`` processes in ONE transaction:
-    this process ingests one share of the runs (balanced by input bytes) straight into the store
+    this process ingests one share of the runs (:func:`_shares`) straight into the store
     while ``jobs - 1`` workers stage the others, whose rows are then copied in before COMMIT (a run
     the store holds already is not copied: its labels are updated, as a re-ingest does). Returns
     each run's result by run id."""
     unique = list({item.run_id: item for item in items}.values())
-    mine, *others = _chunks(unique, jobs)
+    mine, others = _shares(unique, jobs)
     results: dict[str, IngestResult] = {}
     user_before_commit = options.get("before_commit")
     context = multiprocessing.get_context("spawn")
