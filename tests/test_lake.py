@@ -327,6 +327,26 @@ def test_the_dashboard_keeps_one_lake_connection_and_sees_each_new_commit(sqlite
     assert idle.execute("SELECT count(*) FROM duckdb_tables() WHERE temporary").fetchone() == (0,)
 
 
+def test_dashboard_pages_rendered_from_several_threads_at_once_read_the_lake_alike(
+        sqlite_lake: str, tmp_path: Path) -> None:
+    """Dash serves callbacks from several threads: pages rendered at once through the one attached
+    lake each get their own cursor and give what a page rendered alone gives."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from tracekit.dashboard import app
+
+    a, b = distinct_copies(tmp_path, 2)
+    _ok(run_cli("ingest", str(a), str(b), "--store", sqlite_lake, "--workload", "w"))
+    run = _rows(sqlite_lake, "SELECT min(run_id) FROM run_meta")[0][0]
+    pages = [("/", ""), ("/weekly", "?workload=w"), ("/run", f"?run={run}")] * 6
+    alone = {page: str(app.render_page(sqlite_lake, *page)) for page in set(pages)}
+    with ThreadPoolExecutor(4) as pool:
+        together = list(pool.map(lambda page: (page, str(app.render_page(sqlite_lake, *page))), pages))
+    assert all(html == alone[page] and "tk-error" not in html for page, html in together)
+    assert len(app.LAKE_READERS._lakes[sqlite_lake].idle) <= 4  # cursors reused, at most one per thread
+    app.LAKE_READERS.close()
+
+
 def test_pure_python_kineto_on_duckdb_1_is_refused_not_wrong(tmp_path: Path) -> None:
     """DuckDB 1.x's read_json parses epoch µs through a double: the pure-Python Kineto reader would
     store wrong nanoseconds, so on 1.x it refuses in one line and the store stays absent."""
