@@ -338,7 +338,8 @@ def tiny_server() -> Iterator[str]:
         yield line.split()[-1]
     finally:
         proc.terminate()
-        assert proc.wait(timeout=20) == 0  # SIGTERM stops it cleanly
+        rc = proc.wait(timeout=20)
+        assert rc == 0, (rc, proc.stderr and proc.stderr.read()[-2000:])  # SIGTERM stops it cleanly
 
 
 def test_tiny_decoder_server_real_decode(tiny_server: str) -> None:
