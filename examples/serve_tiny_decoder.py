@@ -28,7 +28,8 @@ token as it is produced:
 Prompt words map to token ids by CRC-32 (one word = one token); the prompt keeps its last
 ``context − max_tokens`` tokens. There is no end-of-sequence token: every request produces exactly
 ``max_tokens`` tokens (capped at half the context), each streamed as ``" t<id>"``.
-SIGTERM and SIGINT stop the server cleanly (atexit handlers, e.g. an injected profiler, run).
+SIGTERM and SIGINT stop the server cleanly once the requests in flight have ended (atexit handlers, e.g.
+an injected profiler, run).
 """
 
 from __future__ import annotations
@@ -186,6 +187,7 @@ class Profiler:
 class Handler(BaseHTTPRequestHandler):
     server: Server
     protocol_version = "HTTP/1.0"  # the stream ends when the connection closes after [DONE]
+    timeout = 30  # s: a connection that sends nothing is closed (shutdown waits for its thread)
 
     def log_message(self, format: str, *args: Any) -> None:
         pass
@@ -284,7 +286,11 @@ class Handler(BaseHTTPRequestHandler):
 
 
 class Server(ThreadingHTTPServer):
-    daemon_threads = True
+    # On SIGTERM, server_close() waits for the requests in flight (each ends with its stream): a
+    # daemon thread still inside torch when the interpreter finalizes is unwound through C++
+    # frames and aborts the process (SIGABRT, seen once in CI).
+    daemon_threads = False
+    block_on_close = True
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         if not isinstance(sys.exc_info()[1], ConnectionError):  # a client that connected and left
