@@ -55,16 +55,22 @@ def raise_worker_error(error: tuple[str, str, str]) -> None:
 
 
 def _chunks(items: Sequence[RunInput], jobs: int) -> list[list[RunInput]]:
-    """The runs split into at most ``jobs`` lists of about equal input bytes (largest first, each
-    to the lightest list so far), each in input order."""
+    """The runs split into at most ``jobs`` lists of about equal input bytes, each in input order."""
+    n = max(1, min(jobs, len(items)))
+    return [c for c in _split(items, [sum(it.input_bytes for it in items) / n] * n) if c]
+
+
+def _split(items: Sequence[RunInput], targets: Sequence[float]) -> list[list[RunInput]]:
+    """The runs split into ``len(targets)`` lists of about ``targets`` input bytes: largest runs
+    first, each to the list furthest below its target; each list in input order."""
     order = {id(item): i for i, item in enumerate(items)}
-    chunks: list[list[RunInput]] = [[] for _ in range(min(jobs, len(items)))]
-    load = [0] * len(chunks)
+    lists: list[list[RunInput]] = [[] for _ in targets]
+    load = [0.0] * len(targets)
     for item in sorted(items, key=lambda it: -it.input_bytes):
-        k = load.index(min(load))
-        chunks[k].append(item)
+        k = max(range(len(targets)), key=lambda j: targets[j] - load[j])
+        lists[k].append(item)
         load[k] += item.input_bytes
-    return [sorted(c, key=lambda it: order[id(it)]) for c in chunks if c]
+    return [sorted(c, key=lambda it: order[id(it)]) for c in lists]
 
 
 #: What staging a share of the runs in a worker costs besides ingesting them, in bytes of input
@@ -82,25 +88,20 @@ def _shares(items: Sequence[RunInput], jobs: int) -> tuple[list[RunInput], list[
     a worker starts late (:data:`STAGE_OVERHEAD_BYTES`) and this process copies what the workers
     stage (:data:`COPY_COST`), so with T input bytes each worker gets W = (T − overhead) ÷ (N −
     copy·(N − 1)) bytes and this process the rest (N = ``jobs``; every worker at least one run
-    while there are runs for it). Largest runs first, each to the share furthest below its
-    target; each share in input order."""
-    order = {id(item): i for i, item in enumerate(items)}
+    while there are runs for it), as :func:`_split` assigns them."""
     n = max(1, min(jobs, len(items)))
     total = sum(it.input_bytes for it in items)
     smallest = min((it.input_bytes for it in items), default=0)
     per_worker = max(smallest, (total - STAGE_OVERHEAD_BYTES) / (n - COPY_COST * (n - 1))) if n > 1 else 0
-    targets = [total - per_worker * (n - 1)] + [per_worker] * (n - 1)
-    shares: list[list[RunInput]] = [[] for _ in range(n)]
-    load = [0.0] * n
-    for item in sorted(items, key=lambda it: -it.input_bytes):
-        k = max(range(n), key=lambda j: targets[j] - load[j])
-        shares[k].append(item)
-        load[k] += item.input_bytes
-    for k in range(1, n):  # a worker left without a run takes the smallest of the fullest share
+    shares = _split(items, [total - per_worker * (n - 1)] + [per_worker] * (n - 1))
+    for k in range(1, n):  # a worker left without a run takes the smallest run of the fullest share
         if not shares[k]:
-            donor = max((j for j in range(n) if len(shares[j]) > 1), key=lambda j: load[j])
-            shares[k].append(shares[donor].pop())  # each share is sorted largest first
-    mine, *others = (sorted(c, key=lambda it: order[id(it)]) for c in shares)
+            donor = max((j for j in range(n) if len(shares[j]) > 1),
+                        key=lambda j: sum(it.input_bytes for it in shares[j]))
+            smallest_run = min(shares[donor], key=lambda it: it.input_bytes)
+            shares[donor].remove(smallest_run)
+            shares[k].append(smallest_run)
+    mine, *others = shares
     return mine, [c for c in others if c]
 
 

@@ -177,7 +177,7 @@ def load_catalog(extra: Path | None = None) -> dict[str, DeviceSpec]:
     every page): a changed file (size or modification time) is read again.
     """
     user = user_config_path(extra)
-    key = catalog_identity(extra)
+    key = _identity(user)
     cached = _CATALOGS.get(key)
     if cached is None:
         devices: dict[str, Any] = dict(read_toml(catalog_path(), HardwareConfigError).get("devices", {}))
@@ -192,7 +192,10 @@ def load_catalog(extra: Path | None = None) -> dict[str, DeviceSpec]:
 def catalog_identity(extra: Path | None = None) -> tuple[Any, ...]:
     """What :func:`load_catalog` reads, identified by each file's inode, size and modification
     time: equal identities, equal catalogs (a cache of identified devices can be keyed by it)."""
-    user = user_config_path(extra)
+    return _identity(user_config_path(extra))
+
+
+def _identity(user: Path | None) -> tuple[Any, ...]:
     return (_file_key(catalog_path()), None if user is None else (str(user), _file_key(user)))
 
 

@@ -241,8 +241,8 @@ def mark_snapshot(con: duckdb.DuckDBPyConnection, url: str) -> None:
     (:func:`read_key`). A lake snapshot never changes once committed. (A lake dropped and made
     again at the same URL restarts its snapshot ids: a process caching by this key must then be
     restarted.)"""
-    row = con.execute(f"FROM {ALIAS}.current_snapshot()").fetchone()
-    key = None if row is None or row[0] is None else f"{hashlib.sha256(url.encode()).hexdigest()[:16]}:{row[0]}"
+    snapshot = snapshot_id(con)
+    key = None if snapshot is None else f"{hashlib.sha256(url.encode()).hexdigest()[:16]}:{snapshot}"
     con.execute(f"SET VARIABLE {READ_KEY_VARIABLE} = ?", [key])
 
 
@@ -271,10 +271,11 @@ def _migrate(con: duckdb.DuckDBPyConnection, from_version: int, to_version: int)
 
 
 def snapshot_id(con: duckdb.DuckDBPyConnection) -> int | None:
-    """The lake snapshot a connection reads (DuckLake's latest when it attached): printed by
-    ``tracekit check`` so an alert can be reproduced with time travel."""
+    """The lake snapshot a connection reads (inside a transaction: the one it began on; else the
+    latest): printed by ``tracekit check`` so an alert can be reproduced with time travel. None
+    without a lake attached."""
     try:
-        row = con.execute(f"SELECT max(snapshot_id) FROM ducklake_snapshots({quote(ALIAS)})").fetchone()
+        row = con.execute(f"FROM {ALIAS}.current_snapshot()").fetchone()
     except duckdb.Error:
         return None
     return int(row[0]) if row and row[0] is not None else None
