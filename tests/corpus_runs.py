@@ -13,6 +13,7 @@ K = CORPUS / "kineto"
 M = CORPUS / "more"
 X = CORPUS / "xplane"
 R = CORPUS / "rocprof"
+N = CORPUS / "nsys"
 
 #: label → path(s) of one run (a file or directory). Labels are stable test ids.
 CORPUS_RUNS: dict[str, Path] = {
@@ -31,6 +32,9 @@ CORPUS_RUNS: dict[str, Path] = {
     "rocprofv3-docs-pc-sampling-stochastic": R / "rocprofv3-docs-samples" / "pc_sampling_stochastic_debug.csv",
     "rocprofv3-llamacpp-gfx1151-prefill": R / "rocprofv3-llamacpp-gfx1151" / "prefill_kernel_trace.csv",
     "rocprofv3-llamacpp-gfx1151-decode": R / "rocprofv3-llamacpp-gfx1151",  # decode_* (copied, see below)
+    # Nsight Systems SQLite exports, one run per export (the mfu folder holds a before/after pair)
+    **({f"nsys-{p.parent.name}" + (f"-{p.stem.split('_')[-1]}" if p.parent.name.startswith("nsysai-h100x2-mfu") else ""): p
+        for p in sorted(N.glob("*/*.sqlite"))} if N.is_dir() else {}),
 }
 
 

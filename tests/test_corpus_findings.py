@@ -57,6 +57,7 @@ def test_no_decode_verdict_where_there_is_no_decode(analyzed: dict[str, dict[str
     ("kineto-v100-resnet50-train-2021", "DataLoader"),
     ("tracelens-mi300x-sd35-inference", "torch.compile region"),
     ("tracelens-mi300x-sglang-qwen3-8b-decode", "hipMemcpyWithStream"),
+    ("nsys-fuser-h100-matmul-2024.6", "compilation"),  # nvFuser's compileFusion NVTX range (351 ms)
 ])
 def test_the_largest_idle_finding_names_its_cause(analyzed: dict[str, dict[str, Any]], label: str,
                                                   cause: str) -> None:

@@ -118,6 +118,8 @@ def _drop_derived_traces(by_format: dict[str, list[Path]]) -> None:
       ``<host>.trace.json.gz``: the XPlane is the complete source, so the JSON copy is left out.
     * A rocprofv3 output folder written with ``--output-format rocpd json csv`` holds the same
       records three times: only the most complete format is read (``_ROCPROF_PREFERENCE``).
+    * An Nsight Systems report ``X.nsys-rep`` (or ``.qdrep``) beside its SQLite export ``X.sqlite``:
+      the export is read.
     """
     def capture(f: Path) -> tuple[Path, str]:  # rocprofv3 names every file <prefix>_<what>
         return f.parent, f.name.split("_", 1)[0]
@@ -133,6 +135,10 @@ def _drop_derived_traces(by_format: dict[str, list[Path]]) -> None:
             by_format[fmt] = rest
         else:
             del by_format[fmt]
+    nsys = by_format.get("nsys")
+    if nsys:  # X.nsys-rep beside its export X.sqlite: the export is read, the report left out
+        exports = {(f.parent, f.stem) for f in nsys if f.suffix.lower() == ".sqlite"}
+        by_format["nsys"] = [f for f in nsys if f.suffix.lower() == ".sqlite" or (f.parent, f.stem) not in exports]
     xplanes = by_format.get("xplane")
     kineto = by_format.get("kineto")
     if not xplanes or not kineto:
@@ -410,7 +416,7 @@ def _write_run(con: duckdb.DuckDBPyConnection, item: RunInput, opts: RunOptions)
         n_host_events=int(n_host),
         n_trace_events=n_events,
         n_invalid_events=n_invalid,
-        warnings=[w for w in (_mixed_devices(con, ctx), _invalid_note(n_invalid, n_events)) if w],
+        warnings=[w for w in (_mixed_devices(con, ctx), _invalid_note(n_invalid, n_events), *ctx.warnings) if w],
     )
 
 

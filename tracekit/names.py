@@ -127,7 +127,7 @@ def _short(name: str, detail: bool) -> str:
     if s.startswith("Cijk_"):
         return _tensile(s, detail)
     s = re.sub(r"^std::enable_if<.*?>::type\s+", "", s)
-    s = re.sub(r"^(?:void|__global__ void)\s+", "", s).replace("(anonymous namespace)::", "")
+    s = re.sub(r"^(?:void|__global__ void)\s+", "", s).replace("(anonymous namespace)::", "").replace("<unnamed>::", "")
     head, rest = _split_head(s)
     if not rest or not re.fullmatch(r"[\w:~]+", head):  # not a C++ signature: a plain or generated name
         return s

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 __all__ = ["REGISTRY", "IngestContext", "Parser", "RankInfo", "get_parser"]
 
 #: the built-in parser modules; importing one registers its format
-BUILTIN = ("kineto", "rocpd", "rocprofv3_csv", "rocprofv3_json", "rpd", "xplane")
+BUILTIN = ("kineto", "nsys", "rocpd", "rocprofv3_csv", "rocprofv3_json", "rpd", "xplane")
 
 
 def _load_builtins() -> None:

@@ -68,7 +68,7 @@ from tracekit.parsers import native
 from tracekit.parsers._io import GZIP_MAGIC, iter_decompressed
 from tracekit.parsers.base import DeviceInfo, IngestContext, RankInfo
 from tracekit.parsers.proto import hlo_subset_pb2, xplane_pb2
-from tracekit.parsers.store_writer import create_temp_table, insert_batch, insert_rows
+from tracekit.parsers.store_writer import create_temp_table, insert_batch, insert_rows, rank_span
 
 if TYPE_CHECKING:
     from tracekit.parsers import _xplane_wire as _wire
@@ -869,16 +869,7 @@ class XSpaceReader:
         return plane
 
     def _finish(self) -> None:
-        span = self.con.execute(
-            """SELECT min(s), max(e), sum(n) FROM (
-                 SELECT min(start_ns) s, max(start_ns + dur_ns) e, count(*) n FROM device_activity
-                   WHERE run_id = $run_id AND rank = $rank
-                 UNION ALL
-                 SELECT min(start_ns), max(start_ns + dur_ns), count(*) FROM host_events
-                   WHERE run_id = $run_id AND rank = $rank)""",
-            self.params,
-        ).fetchall()[0]
-        first_ns, last_ns, n_kept = span if span else (None, None, 0)
+        first_ns, last_ns, n_kept = rank_span(self.con, self.params["run_id"], self.params["rank"])
         start = self.task_env.get("profile_start_time")  # Unix ns, an integer stat: keep it exact
         unix_start_ns = start if isinstance(start, int) and start > 10**17 else None
         captured = unix_start_ns / 1e9 if unix_start_ns else None

@@ -176,6 +176,8 @@ class IngestContext:
         self.python_events = python_events
         self.ranks: list[RankInfo] = []
         self.devices: list[DeviceInfo] = []
+        #: what the user should know about the new run that the parser found (one line each)
+        self.warnings: list[str] = []
         self._progress = progress
 
     def progress(self, n_events: int, n_bytes: int) -> None:

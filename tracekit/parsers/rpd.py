@@ -90,7 +90,7 @@ from tracekit.parsers._io import GZIP_MAGIC, ReadCounter, iter_decompressed, rea
 from tracekit.parsers.base import DeviceInfo, IngestContext, Parser, RankInfo
 from tracekit.parsers.explain import refusal
 from tracekit.parsers.rocpd import SQLITE_ERRORS, one_line, sqlite_text
-from tracekit.parsers.store_writer import create_temp_table, insert_batch
+from tracekit.parsers.store_writer import create_temp_table, insert_batch, rank_span, row_arrays
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 _CREATE_OP = re.compile(rb'CREATE TABLE\s+(?:IF NOT EXISTS\s+)?["`\[]?rocpd_op["`\]]?\s*\(', re.IGNORECASE)
@@ -433,18 +433,6 @@ SELECT $run_id AS run_id, coalesce(r.rank, $default_rank) AS rank, CAST(b.pid AS
 """ + _FROM_TIMED_BATCH
 
 
-def _arrays(cols: Sequence[str], rows: list[tuple[Any, ...]], extra: dict[str, list[Any]]) -> dict[str, np.ndarray]:
-    import numpy as np  # imported on use: other formats do not load NumPy
-
-    out: dict[str, np.ndarray] = {}
-    for name, values in (*zip(cols, zip(*rows)), *extra.items()):
-        if all(type(v) is int for v in values):
-            out[name] = np.fromiter(values, dtype=np.int64, count=len(values))
-        else:
-            out[name] = np.array(values, dtype=object)
-    return out
-
-
 # ---------------------------------------------------------------------------------------------
 
 
@@ -577,7 +565,7 @@ class _FileReader:
                 proc.op_types[op_type] += 1
                 if cat is None:
                     proc.skipped_ops[op_type] += 1
-            arrays = _arrays(_OP_COLS, rows, {"category": categories, "kind": kinds})
+            arrays = row_arrays(_OP_COLS, rows, {"category": categories, "kind": kinds})
             arrays["op_type"] = np.array([_text(r[6]) for r in rows], dtype=object)
             self._insert("device_activity", arrays, _OPS)
             self.ctx.progress(len(rows), 0)
@@ -595,7 +583,7 @@ class _FileReader:
                 proc.n_read += 1
                 if cat is None:
                     proc.skipped_apis[key[0]] += 1
-            self._insert("host_events", _arrays(_API_COLS, rows, {"category": categories}), _API)
+            self._insert("host_events", row_arrays(_API_COLS, rows, {"category": categories}), _API)
             self.ctx.progress(len(rows), 0)
 
     # -- per-file facts ------------------------------------------------------------------------
@@ -640,15 +628,7 @@ class _FileReader:
         extensions = sorted(t for t in self.tables if t.startswith("ext_"))
         for proc in self.procs:
             params = {"run_id": ctx.run_id, "rank": proc.rank}
-            first_ns, last_ns, n_kept = con.execute(
-                """SELECT min(s), max(e), sum(n) FROM (
-                     SELECT min(start_ns) s, max(start_ns + dur_ns) e, count(*) n FROM device_activity
-                       WHERE run_id = $run_id AND rank = $rank
-                     UNION ALL
-                     SELECT min(start_ns), max(start_ns + dur_ns), count(*) FROM host_events
-                       WHERE run_id = $run_id AND rank = $rank)""",
-                params,
-            ).fetchall()[0]
+            first_ns, last_ns, n_kept = rank_span(con, ctx.run_id, proc.rank)
             devices = [
                 int(r[0]) for r in con.execute(
                     """SELECT DISTINCT device FROM device_activity

@@ -116,6 +116,37 @@ def insert_rows(
     return len(rows)
 
 
+def row_arrays(cols: Sequence[str], rows: Sequence[Sequence[Any]], extra: Mapping[str, Sequence[Any]]) -> dict[str, Any]:
+    """Rows fetched from SQLite (tuples in ``cols`` order) as a batch of NumPy columns, plus the
+    ``extra`` columns: an int64 array where every value is a 64-bit integer, else an object array
+    (NULLs, text, a hostile file's huge integers), for the SELECT to convert with TRY_CAST."""
+    import numpy as np  # imported on use: the Kineto reader runs before NumPy is needed
+
+    out: dict[str, Any] = {}
+    for name, values in (*zip(cols, zip(*rows)), *extra.items()):
+        if all(type(v) is int for v in values):
+            try:
+                out[name] = np.fromiter(values, dtype=np.int64, count=len(values))
+                continue
+            except OverflowError:
+                pass
+        out[name] = np.array(values, dtype=object)
+    return out
+
+
+def rank_span(con: duckdb.DuckDBPyConnection, run_id: str, rank: int) -> tuple[int | None, int | None, int]:
+    """(first start, last end, rows stored) of one rank's device and host events so far: the
+    RankInfo span [ns] and the count a parser subtracts from what it read to know what it skipped."""
+    first_ns, last_ns, n = con.execute(
+        """SELECT min(s), max(e), sum(n) FROM (
+             SELECT min(start_ns) s, max(start_ns + dur_ns) e, count(*) n FROM device_activity
+               WHERE run_id = $run_id AND rank = $rank
+             UNION ALL
+             SELECT min(start_ns), max(start_ns + dur_ns), count(*) FROM host_events
+               WHERE run_id = $run_id AND rank = $rank)""", {"run_id": run_id, "rank": rank}).fetchall()[0]
+    return first_ns, last_ns, int(n or 0)
+
+
 def create_temp_table(
     con: duckdb.DuckDBPyConnection,
     name: str,

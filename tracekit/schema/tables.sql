@@ -24,7 +24,7 @@ CREATE TABLE run_meta (
     content_sha256  VARCHAR NOT NULL UNIQUE,
     -- the PATH as given to `ingest` (relative paths stay relative)
     source          VARCHAR NOT NULL,
-    -- `kineto` | `xplane` | `rocpd` | `rpd` | `rocprofv3` (rocprofv3 CSV or JSON)
+    -- `kineto` | `xplane` | `rocpd` | `rpd` | `rocprofv3` (rocprofv3 CSV or JSON) | `nsys`
     format          VARCHAR NOT NULL,
     -- `nvidia` | `amd` | `google` (TPU) | `other` | `cpu`, see below
     vendor          VARCHAR NOT NULL,

@@ -40,7 +40,10 @@ FROM host_events
 WHERE name IN ('backend_compile_and_load', 'backend_compile', 'entire_frame_compile', 'inductor_compile',
                'compile_fx_inner', 'PjRtComputationClient::Compile', 'PjRtCpuClient::Compile',
                'TfrtTpuCompiler::Compile', 'TpuCompiler::Compile', 'PjRtStreamExecutorClient::Compile',
-               'StreamExecutorGpuClient::Compile', 'PjRtCApiClient::Compile') AND in_scope(run_id)
+               'StreamExecutorGpuClient::Compile', 'PjRtCApiClient::Compile',
+               -- nvFuser's NVTX ranges (Nsight Systems captures): fusion compile and its NVRTC call
+               'KernelExecutor::compileFusion', 'FusionExecutor::compileFusion', 'executor_utils::NVRTC')
+  AND in_scope(run_id)
 UNION ALL
 SELECT run_id, rank, 'sync', regexp_replace(name, '(_v[0-9]+)?(_ptsz|_spt)?$', ''), name, start_ns, end_ns
 FROM runtime_calls_in_scope
