@@ -9,6 +9,7 @@ import json
 import os
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import time
@@ -376,11 +377,38 @@ def test_rocprof_multipass_preset_uses_an_input_file(tmp_path: Path) -> None:
     assert not list((tmp_path / "c").glob("tracekit-counters-*.json"))  # input file not left behind
 
 
-def test_rocprof_missing_is_a_one_line_error(tmp_path: Path) -> None:
+def test_nsys_wrapper_with_standin(tmp_path: Path) -> None:
+    """--backend nsys: the nsys profile command line (CUDA + NVTX, graphs node by node, SQLite
+    export beside the report, the window as --delay/--duration) and the ingest of the export."""
+    log = tmp_path / "nsys.log"
+    env = {"PATH": f"{STANDIN_BIN}{os.pathsep}{os.environ['PATH']}", "NSYS_STANDIN_LOG": str(log)}
+    store, out = tmp_path / "s.duckdb", tmp_path / "cap"
+    res = capture_json("--backend", "nsys", "--duration", "0.5", "--warmup", "0.25", "--out", str(out),
+                       "--store", str(store), "--no-analyze", "--", PY, "-c", "import time; time.sleep(60)", env=env)
+    (call,) = [json.loads(x) for x in log.read_text().splitlines()]
+    argv = call["argv"]
+    assert argv[0] == "profile" and argv[-3:] == [PY, "-c", "import time; time.sleep(60)"]
+    for opt in ("--trace=cuda,nvtx", "--cuda-graph-trace=node", "--export=sqlite", "--trace-fork-before-exec=true",
+                "--delay=0.25", "--duration=0.5", f"--output={out / 'report-%h-%p'}"):
+        assert opt in argv
+    # the report and its export were written; the run is read once, from the export
+    assert {Path(p).suffix for p in res["trace_files"]} == {".nsys-rep", ".sqlite"}
+    run_id = res["run"]["run_id"]
+    assert res["run"]["format"] == "nsys" and res["run"]["n_files"] == 1
+    sample = ROOT / "sample_traces" / "nsys_synthetic_tp2_graphs.sqlite"
+    con = sqlite3.connect(f"file:{sample}?mode=ro", uri=True)
+    expected_kernels = con.execute("SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchone()[0]
+    con.close()
+    n_kernels, = q(store, f"SELECT count(*) FROM kernels WHERE run_id = '{run_id}' AND category = 'kernel'")[0]
+    assert n_kernels == expected_kernels
+
+
+@pytest.mark.parametrize(("backend", "tool"), [("rocprof", "rocprofv3"), ("nsys", "nsys")])
+def test_wrapping_profiler_missing_is_a_one_line_error(tmp_path: Path, backend: str, tool: str) -> None:
     store = tmp_path / "s.duckdb"
-    r = run_cli("capture", "--backend", "rocprof", "--duration", "1", "--out", str(tmp_path / "c"), "--store",
+    r = run_cli("capture", "--backend", backend, "--duration", "1", "--out", str(tmp_path / "c"), "--store",
                 str(store), "--", PY, "-c", "pass", env={"PATH": os.path.dirname(PY)})
-    assert "rocprofv3: not found on PATH" in one_line_error(r)
+    assert f"{tool}: not found on PATH" in one_line_error(r)
     assert not store.exists()
 
 

@@ -40,7 +40,7 @@ REFUSED: list[tuple[list[str], str]] = [
      "error: --post-on never: expected always or regression"),
     (["dashboard", "--port", "0"], "error: --port 0: expected 1..65535"),
     (["dashboard", "--port", "65536"], "error: --port 65536: expected 1..65535"),
-    (["capture", "--backend", "nsys", "--", "true"], "error: --backend nsys: expected torch, jax or rocprof"),
+    (["capture", "--backend", "ncu", "--", "true"], "error: --backend ncu: expected torch, jax, rocprof or nsys"),
     (["capture", "--server", "tgi", "http://127.0.0.1:1", "--duration", "1"],
      "error: --server tgi: expected vllm or sglang"),
     (["capture", "--endpoint", "embed", "--load", "http://127.0.0.1:1", "--duration", "1", "--backend", "torch",
@@ -85,6 +85,7 @@ def test_backend_for_each_source() -> None:
     spec = capture_api.CaptureSpec
     assert backend_for(spec(command=["x"], backend="jax")).name == "jax"
     assert backend_for(spec(command=["x"], backend="rocprof")).name == "rocprof"
+    assert backend_for(spec(command=["x"], backend="nsys")).name == "nsys"
     assert backend_for(spec(attach="h:1", duration_s=1)).name == "attach"
     for kind in SERVER_TRACE_DIR_ENV:
         assert backend_for(spec(server=kind, server_url="http://h", duration_s=1)).name == "server"  # type: ignore[arg-type]
@@ -92,7 +93,7 @@ def test_backend_for_each_source() -> None:
 
 @pytest.mark.parametrize(("spec", "where", "reason"), [
     (capture_api.CaptureSpec(command=["true"], backend="nope"), "--backend",  # type: ignore[arg-type]
-     "unknown backend 'nope' (known: torch, jax, rocprof)"),
+     "unknown backend 'nope' (known: torch, jax, rocprof, nsys)"),
     (capture_api.CaptureSpec(command=["true"], backend="jax", warmup_steps=2), "--warmup-steps",
      "counts nn.Module forwards: only with --backend torch"),
     (capture_api.CaptureSpec(command=["true"], backend="torch", counters="stalls"), "--counters",

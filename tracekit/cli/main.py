@@ -37,7 +37,7 @@ if TYPE_CHECKING:  # pragma: no cover
 app = typer.Typer(
     name="tracekit",
     cls=OneLineErrorsGroup,
-    help="Profiler analyzer for LLM inference: ingest XPlane, rocprof and PyTorch profiler traces "
+    help="Profiler analyzer for LLM inference: ingest XPlane, Nsight Systems, rocprof and PyTorch profiler traces "
     "into one DuckDB store and query them.",
     no_args_is_help=True,
     add_completion=False,
@@ -232,8 +232,8 @@ def ingest(  # noqa: PLR0913 - one parameter per CLI option
         str | None,
         typer.Option(
             "--format",
-            help="Force the input format instead of detecting it: kineto, xplane, rocpd, rpd, "
-            "rocprofv3 (CSV) or rocprofv3_json.",
+            help="Force the input format instead of detecting it: kineto, xplane, nsys (Nsight Systems SQLite "
+            "export, or a .nsys-rep with nsys on PATH), rocpd, rpd, rocprofv3 (CSV) or rocprofv3_json.",
         ),
     ] = None,
     python_events: Annotated[
@@ -934,7 +934,8 @@ class CaptureOptions(NamedTuple):
     backend: Annotated[
         str | None,
         typer.Option(help="How to profile COMMAND: torch (PyTorch profiler injected at start-up), jax "
-                     "(jax.profiler injected) or rocprof (wrapped in rocprofv3).", callback=_capture_backend),
+                     "(jax.profiler injected), rocprof (wrapped in rocprofv3) or nsys (wrapped in nsys profile).",
+                     callback=_capture_backend),
     ] = None
     attach: Annotated[
         str | None,

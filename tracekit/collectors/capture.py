@@ -14,6 +14,8 @@ Backends (one per way inference engineers capture today), each an object in its 
 * ``rocprof`` with a command: ``rocprofv3`` wrapped with inference defaults (kernel, memory-copy,
   HIP runtime and marker traces; rocpd + CSV output; ``%pid%`` in the output name) and optional
   counter presets (:data:`COUNTER_PRESETS`).
+* ``nsys`` with a command: ``nsys profile`` wrapped with inference defaults (CUDA + NVTX, CUDA graphs
+  node by node, no CPU sampling, SQLite export beside the report).
 * ``vllm`` / ``sglang`` server: ``POST /start_profile`` … ``POST /stop_profile`` on a running
   server, then the traces it wrote into its profiler directory (``VLLM_TORCH_PROFILER_DIR`` /
   ``SGLANG_TORCH_PROFILER_DIR``) during the window.

@@ -7,7 +7,7 @@ command (``--backend NAME -- CMD``) is also named in :data:`COMMAND_BACKENDS`.
 
 Which backend a :class:`~tracekit.collectors.capture_backends.spec.CaptureSpec` selects
 (:func:`backend_for`): ``attach`` when it has ``attach``, ``server`` when it has ``server``,
-else its ``backend`` (torch, jax, rocprof).
+else its ``backend`` (torch, jax, rocprof, nsys).
 """
 
 from __future__ import annotations
@@ -78,12 +78,13 @@ REGISTRY: dict[str, str] = {
     "torch": "tracekit.collectors.capture_backends.hooked:TORCH",
     "jax": "tracekit.collectors.capture_backends.hooked:JAX",
     "rocprof": "tracekit.collectors.capture_backends.rocprof:ROCPROF",
+    "nsys": "tracekit.collectors.capture_backends.nsys:NSYS",
     "attach": "tracekit.collectors.capture_backends.attach:ATTACH",
     "server": "tracekit.collectors.capture_backends.server:SERVER",
 }
 
 #: The backends that profile a command (``tracekit capture --backend NAME -- CMD``).
-COMMAND_BACKENDS: tuple[str, ...] = ("torch", "jax", "rocprof")
+COMMAND_BACKENDS: tuple[str, ...] = ("torch", "jax", "rocprof", "nsys")
 
 
 def get_backend(name: str) -> CaptureBackend:

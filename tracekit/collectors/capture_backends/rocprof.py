@@ -5,10 +5,8 @@ counter presets (:data:`~tracekit.collectors.capture_backends.spec.COUNTER_PRESE
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import threading
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -51,35 +49,9 @@ def _capture_rocprof(spec: CaptureSpec, out_dir: Path, stop: threading.Event, on
         input_file.write_text(json.dumps({"jobs": [{"pmc": p} for p in COUNTER_PRESETS[spec.counters]]},
                                          indent=1))
     cmd = rocprof_command(spec, out_dir, input_file)
-    proc = window.start_command(cmd, dict(os.environ))
-    clock = window.Clock(on_status, out_dir)
-    load: window.LoadRunner | None = None
-    result = CaptureResult(out_dir=out_dir, window_start_ns=None, window_end_ns=None, trace_files=[])
-
-    def alive() -> bool:
-        return proc.poll() is None
-
-    try:
-        load = window.start_load(spec, clock, stop, alive)
-        result.interrupted = window.sleep_until(time.monotonic() + spec.warmup_s, stop, clock, "warmup", alive)
-        result.window_start_ns = time.time_ns()
-        clock.window_t0 = time.monotonic()
-        if not result.interrupted:
-            end = None if spec.duration_s is None else time.monotonic() + spec.duration_s
-            result.interrupted = window.sleep_until(end, stop, clock, "capturing", alive)
-        if load is not None:
-            result.load = load.stop()
-            load = None
-        result.window_end_ns = time.time_ns()
-    finally:
-        if load is not None:
-            load.close()
-        # rocprofv3 writes its output when the application exits: stop the application gracefully
-        result.command_returncode = window.terminate(proc, grace_s=spec.drain_timeout_s) if alive() else proc.returncode
-        window.LIVE.discard(proc)
+    result = window.run_wrapped(cmd, spec, out_dir, stop, on_status)
     if input_file is not None:
         input_file.unlink(missing_ok=True)
-    result.trace_files = sorted(p for p in out_dir.rglob("*") if p.is_file())
     if not result.trace_files:
         raise CaptureError(" ".join(cmd), f"no trace written (rocprofv3 exited with code "
                                           f"{result.command_returncode})")

@@ -18,7 +18,7 @@ __all__ = ["COUNTER_PRESETS", "SERVER_TRACE_DIR_ENV", "Backend", "CaptureResult"
            "ServerKind", "StatusFn"]
 
 #: ``--backend`` values (:data:`tracekit.collectors.capture_backends.COMMAND_BACKENDS`).
-Backend = Literal["torch", "jax", "rocprof"]
+Backend = Literal["torch", "jax", "rocprof", "nsys"]
 ServerKind = Literal["vllm", "sglang"]
 
 #: rocprofv3 counter presets for ``--counters``: each inner list is one pass, sized with the

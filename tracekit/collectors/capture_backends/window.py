@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tracekit.collectors.capture_backends.spec import CaptureSpec, CaptureStatus, StatusFn
+from tracekit.collectors.capture_backends.spec import CaptureResult, CaptureSpec, CaptureStatus, StatusFn
 from tracekit.errors import CaptureError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -226,3 +226,38 @@ def sleep_until(deadline: float | None, stop: threading.Event, clock: Clock, pha
         time.sleep(0.05)
     return False
 
+
+
+def run_wrapped(cmd: Sequence[str], spec: CaptureSpec, out_dir: Path, stop: threading.Event,
+                on_status: StatusFn | None) -> CaptureResult:
+    """Run a profiler that wraps the workload (``rocprofv3 … -- CMD``, ``nsys profile … CMD``):
+    start it, run the load (if any) and the warm-up and capture phases, then stop it gracefully —
+    such profilers write their files when the application exits — and list what it wrote under
+    ``out_dir`` (``trace_files``; empty when nothing was written)."""
+    proc = start_command(cmd, dict(os.environ))
+    clock = Clock(on_status, out_dir)
+    load: LoadRunner | None = None
+    result = CaptureResult(out_dir=out_dir, window_start_ns=None, window_end_ns=None, trace_files=[])
+
+    def alive() -> bool:
+        return proc.poll() is None
+
+    try:
+        load = start_load(spec, clock, stop, alive)
+        result.interrupted = sleep_until(time.monotonic() + spec.warmup_s, stop, clock, "warmup", alive)
+        result.window_start_ns = time.time_ns()
+        clock.window_t0 = time.monotonic()
+        if not result.interrupted:
+            end = None if spec.duration_s is None else time.monotonic() + spec.duration_s
+            result.interrupted = sleep_until(end, stop, clock, "capturing", alive)
+        if load is not None:
+            result.load = load.stop()
+            load = None
+        result.window_end_ns = time.time_ns()
+    finally:
+        if load is not None:
+            load.close()
+        result.command_returncode = terminate(proc, grace_s=spec.drain_timeout_s) if alive() else proc.returncode
+        LIVE.discard(proc)
+    result.trace_files = sorted(p for p in out_dir.rglob("*") if p.is_file())
+    return result
