@@ -6,6 +6,8 @@ Python API (the CLI and dashboard are thin layers over it)::
     results = tracekit.ingest(["trace.json.gz"], store="tracekit.duckdb")
     with tracekit.open_store("tracekit.duckdb", read_only=True) as con:
         con.sql("SELECT category, sum(dur_ns) FROM kernels GROUP BY ALL").show()
+    run = tracekit.Store("tracekit.duckdb").run(results[0].run_id)   # notebooks: DataFrames
+    run.kernel_time_by_class()
 
 The names below are imported on first use (PEP 562): ``import tracekit`` stays light, so the
 CLI can start reading a trace before DuckDB is loaded.
@@ -23,6 +25,7 @@ from tracekit.errors import QueryError, StoreError, TraceInputError, TracekitErr
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
+    from tracekit.frames import Run, Store
     from tracekit.ingest import IngestResult, ingest
     from tracekit.store import SCHEMA_VERSION, connect, open_store
 
@@ -32,12 +35,16 @@ _LAZY = {
     "SCHEMA_VERSION": "tracekit.store",
     "connect": "tracekit.store",
     "open_store": "tracekit.store",
+    "Store": "tracekit.frames",
+    "Run": "tracekit.frames",
 }
 
 __all__ = [
     "SCHEMA_VERSION",
     "IngestResult",
     "QueryError",
+    "Run",
+    "Store",
     "StoreError",
     "TraceInputError",
     "TracekitError",

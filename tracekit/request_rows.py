@@ -147,11 +147,11 @@ def memory_store(records: Sequence[RequestRecord]) -> duckdb.DuckDBPyConnection:
     closes it."""
     import duckdb
 
-    from tracekit.store import ensure_schema
+    from tracekit.store import ensure_schema, no_progress_bar
 
     con = duckdb.connect(":memory:", config={"threads": 1})  # a few rows: no thread pool to start
     try:
-        con.execute("SET enable_progress_bar = false")  # as tracekit.store.connect: --json stays clean
+        no_progress_bar(con)
         ensure_schema(con)
         insert_requests(con, MEMORY_RUN_ID, records)
     except BaseException:

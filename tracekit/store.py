@@ -100,6 +100,16 @@ def _is_lock_error(exc: Exception) -> bool:
     return "lock" in text.lower() and ("Conflicting" in text or "Could not set lock" in text)
 
 
+def no_progress_bar(con: duckdb.DuckDBPyConnection) -> None:
+    """No DuckDB progress bar on stderr, even when Python runs with -c (DuckDB then thinks it is
+    interactive): the CLI draws its own, and --json output must stay clean. In Jupyter without
+    ipywidgets DuckDB refuses to change the setting at all (and draws no bar there): left as is."""
+    try:
+        con.execute("SET enable_progress_bar = false")
+    except duckdb.InvalidInputException as exc:
+        if "ipywidgets" not in str(exc):
+            raise
+
 def connect(
     path: str | Path,
     *,
@@ -157,9 +167,7 @@ def connect(
     if "temp_directory" in config:
         _SPILL_DIRS[con] = weakref.finalize(con, shutil.rmtree, str(config["temp_directory"]), True)
     try:
-        # no progress bar on stderr, even when Python runs with -c (DuckDB then thinks it is
-        # interactive): the CLI draws its own, and --json output must stay clean
-        con.execute("SET enable_progress_bar = false")
+        no_progress_bar(con)
         if read_only:
             version = _schema_version(con)
             if version is None:

@@ -25,7 +25,7 @@ from tracekit.lake import catalog
 from tracekit.lake.url import parse_lake_url
 from tracekit.limits import memory_limit_setting, temp_dir
 from tracekit.sql_text import quote
-from tracekit.store import RUN_TABLES, StoreLocation, close, first_line
+from tracekit.store import RUN_TABLES, StoreLocation, close, first_line, no_progress_bar
 
 __all__ = ["paired", "separate"]
 
@@ -78,7 +78,7 @@ def paired(store: StoreLocation, candidates: list[str], baseline_store: StoreLoc
         con = duckdb.connect(":memory:", config={"threads": max(1, os.cpu_count() or 1),
                                                  "memory_limit": memory_limit_setting(), "temp_directory": spill})
         try:
-            con.execute("SET enable_progress_bar = false")
+            no_progress_bar(con)
             cand_db = _attach(con, store, "candidates")
             base_db = _attach(con, baseline_store, "baselines")
             con.execute("USE memory")

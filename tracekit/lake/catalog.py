@@ -28,7 +28,7 @@ from tracekit import schema
 from tracekit.errors import StoreError
 from tracekit.lake.url import LakeURL
 from tracekit.sql_text import quote
-from tracekit.store import first_line
+from tracekit.store import first_line, no_progress_bar
 
 __all__ = ["ALIAS", "READ_KEY_VARIABLE", "connect", "create_tables", "cursor", "lake_tables_sql", "load_extensions",
            "mark_snapshot", "read_key", "snapshot_id", "without_secrets"]
@@ -197,7 +197,7 @@ def connect(url: LakeURL, *, read_only: bool,
 
     con = duckdb.connect(":memory:", config=config)
     try:
-        con.execute("SET enable_progress_bar = false")
+        no_progress_bar(con)
         attach(con, url, read_only=read_only)
         version = schema_version(con)
         if version is None:
@@ -221,7 +221,7 @@ def cursor(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
     milliseconds instead of the attach's 0.3–1.2 s."""
     cur = con.cursor()
     try:
-        cur.execute("SET enable_progress_bar = false")
+        no_progress_bar(cur)
         cur.execute(f"USE {ALIAS}")
         cur.execute(_views_sql())
     except BaseException:

@@ -48,6 +48,7 @@ from tracekit.store import (
     connect,
     ensure_schema,
     first_line,
+    no_progress_bar,
     resolve_store,
 )
 
@@ -187,7 +188,7 @@ def _source(loc: StoreLocation, spill: Path) -> Iterator[duckdb.DuckDBPyConnecti
             "temp_directory": str(spill)}
         out = duckdb.connect(":memory:", config=config)
         try:
-            out.execute("SET enable_progress_bar = false")
+            no_progress_bar(out)
             if con.execute("SELECT current_database()").fetchone() == ("memory",):
                 ensure_schema(out)  # a blank store (an interrupted first ingest): no runs
             else:
