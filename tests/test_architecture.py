@@ -21,7 +21,7 @@ LAYERS: dict[int, tuple[str, ...]] = {
     4: ("analysis",),
     5: ("queries", "compare", "report_data", "run_analysis", "run_edits"),
     6: ("present",),
-    7: ("exports", "check", "collectors", "frames"),
+    7: ("exports", "check", "collectors", "frames", "xprof"),
     8: ("api", "report", ""),  # "": the package itself (tracekit/__init__.py), a facade
     9: ("cli", "dashboard"),
 }

@@ -9,6 +9,7 @@ store with SQL of its own, never from the dashboard's code. Screenshots go to
 from __future__ import annotations
 
 import datetime as dt
+import gzip
 import json
 import os
 import re
@@ -36,6 +37,7 @@ from selenium.webdriver.support.ui import WebDriverWait
 
 from tracekit import formatting as fmt
 from tracekit.names import short_kernel_name
+from tracekit.xprof import has_xprof
 
 ARTIFACTS = ROOT / "test-artifacts" / "dashboard"
 JAX = SAMPLES / "jax_cpu_decode_recompile.xplane.pb.gz"
@@ -401,6 +403,26 @@ def test_perfetto_download(server: str, sample_store: Path, tmp_path: Path) -> N
     with pytest.raises(urllib.error.HTTPError) as exc:
         urllib.request.urlopen(f"{server}/download/perfetto/deadbeef0000.json", timeout=30)
     assert exc.value.code == 404
+
+
+@pytest.mark.skipif(not has_xprof(), reason="XProf is not installed (pip install 'tracekit[xprof]')")
+def test_xplane_run_page_opens_the_run_in_xprof(browser: webdriver.Chrome, server: str, sample_store: Path) -> None:
+    decoder, jax = _run_id(sample_store, DECODER), _run_id(sample_store, JAX)
+    _open(browser, server + f"/run?run={decoder}", "#perfetto-link")
+    assert not browser.find_elements(By.ID, "xprof-link")  # a Kineto run: no XProf
+    link = _open(browser, server + f"/run?run={jax}", "#xprof-link")[0]
+    assert link.get_attribute("href") == f"{server}/xprof/{jax}"
+    browser.get(link.get_attribute("href"))  # in this tab (the link opens a new one)
+    dash_host = urllib.parse.urlparse(server).netloc
+    _wait(browser, lambda d: urllib.parse.urlparse(d.current_url).netloc not in ("", dash_host), timeout=120)
+    where = urllib.parse.urlparse(browser.current_url)
+    assert where.hostname == "127.0.0.1" and _query(browser.current_url)["run"] == [jax]
+    _wait(browser, lambda d: d.title == "XProf")
+    with urllib.request.urlopen(f"http://{where.netloc}/data/plugin/profile/runs", timeout=60) as r:
+        body = r.read()
+    assert json.loads(gzip.decompress(body) if body[:2] == b"\x1f\x8b" else body) == [jax]
+    with urllib.request.urlopen(f"{server}/xprof/{jax}", timeout=60) as r:  # the same server, reused
+        assert urllib.parse.urlparse(r.url).netloc == where.netloc
 
 
 def test_request_latency_histogram_from_the_requests_view(

@@ -1222,6 +1222,48 @@ def dashboard(
     dash_app.run(host=host, port=port, debug=False)
 
 
+@app.command("open")
+def open_run(
+    run_id: Annotated[str, typer.Argument(help="Run id or unique prefix (an XPlane run).", show_default=False)],
+    xprof: Annotated[
+        bool, typer.Option("--xprof", help="Serve the run's profile directory with XProf (pip install "
+                           "'tracekit\\[xprof]'): trace viewer, memory profile, HLO graphs, op profile.")
+    ] = False,
+    store: StoreOpt = None,
+    port: Annotated[int | None, typer.Option(help="TCP port on 127.0.0.1 (default: a free one).",
+                                             callback=int_range(1, 65535, "expected 1..65535"))] = None,
+) -> None:
+    """Open a run in a deeper viewer: with --xprof, start XProf on the run's own XPlane files,
+    bound to 127.0.0.1, print its URL and serve until Ctrl-C (or SIGTERM)."""
+    import signal
+    import threading
+
+    from tracekit.xprof import start_xprof
+
+    if not xprof:
+        fail("open: say which viewer: --xprof (the only one so far)")
+        return
+    try:
+        server = start_xprof(run_id, _store(store), port)
+    except TracekitError as exc:
+        fail(str(exc))
+        return
+    stopped = threading.Event()
+
+    def stop(_sig: int, _frame: Any) -> None:
+        stopped.set()
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    print(server.url, flush=True)
+    err.print(f"XProf: {server.url} (serving {server.logdir}); Ctrl-C stops it", markup=False)
+    try:
+        while not stopped.wait(0.5) and server.process.poll() is None:
+            pass
+    finally:
+        server.stop()
+
+
 
 @app.command()
 def check(  # noqa: PLR0913 - one parameter per CLI option

@@ -369,15 +369,20 @@ def page_run(con: duckdb.DuckDBPyConnection, params: dict[str, list[str]]) -> li
                      className="card kpi", id=f"kpi-{k.name}") for k in ov.kpis]
     sub = " · ".join(x for x in (ov.workload, ov.label, ov.device_text,
                                  f"{ov.ranks} rank{'s' if ov.ranks != 1 else ''}") if x)
+    links: list[Any] = [html.A("Download the Perfetto trace (Chrome JSON)", id="perfetto-link",
+                               href=f"/download/perfetto/{rid}.json"),
+                        " · open it in ui.perfetto.dev · ",
+                        dcc.Link("compare with another run", href=f"/compare?a={rid}")]
+    if ov.format == "xplane":  # XProf on the run's own files (trace viewer, memory profile, HLO graphs)
+        links += [" · ", html.A("Open in XProf", id="xprof-link", href=f"/xprof/{rid}", target="_blank",
+                                title="starts XProf on this run's profile directory, on 127.0.0.1 "
+                                      "(pip install 'tracekit[xprof]')")]
     out: list[Any] = [
         html.H2(f"Run {rid}"),
         html.P(sub, className="sub", id="run-sub"),
         html.Div(kpis, className="cards", id="run-kpis") if kpis else
         _note("No headline metric for this run (not analyzed, or nothing measurable).", "run-kpis-none"),
-        html.P([html.A("Download the Perfetto trace (Chrome JSON)", id="perfetto-link",
-                       href=f"/download/perfetto/{rid}.json"),
-                " · open it in ui.perfetto.dev · ",
-                dcc.Link("compare with another run", href=f"/compare?a={rid}")]),
+        html.P(links),
     ]
     serving = data.serving_metrics(con, rid)
     if serving:
@@ -654,7 +659,46 @@ def create_app(store: str | Path) -> dash.Dash:
                          download_name=f"tracekit-{run_id}.perfetto.json")
 
     app.server.add_url_rule("/download/perfetto/<run_id>.json", "perfetto", perfetto)
+    app.server.add_url_rule("/xprof/<run_id>", "xprof", _xprof_route(store_path))
     return app
+
+
+def _xprof_route(store_path: str | Path) -> Callable[[str], Any]:
+    """``/xprof/<run_id>``: start XProf on the run's profile directory (once per run, bound to
+    127.0.0.1, stopped when the dashboard exits) and redirect to it; 503 with the install line
+    when the ``xprof`` package is absent, 404 for a run that is not an XPlane run."""
+    import atexit
+    import threading
+
+    from flask import redirect
+
+    from tracekit.xprof import INSTALL, XProfServer, has_xprof, start_xprof
+
+    servers: dict[str, XProfServer] = {}
+    lock = threading.Lock()
+
+    def stop_all() -> None:
+        for server in servers.values():
+            server.stop()
+
+    atexit.register(stop_all)
+
+    def xprof(run_id: str) -> Any:
+        if not _RUN_ID.match(run_id):
+            abort(404)
+        if not has_xprof():
+            return Response(f"XProf is not installed here: {INSTALL}, then restart the dashboard\n", status=503,
+                            mimetype="text/plain")
+        with lock:
+            server = servers.get(run_id)
+            if server is None or server.process.poll() is not None:
+                try:
+                    server = servers[run_id] = start_xprof(run_id, store_path)
+                except TracekitError as exc:
+                    return Response(f"{exc}\n", status=404, mimetype="text/plain")
+        return redirect(server.url)
+
+    return xprof
 
 
 def _weekly_url(workload: str | None, week: str | None, current: str | None) -> str:
