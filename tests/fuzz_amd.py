@@ -1,4 +1,5 @@
-"""Seeded mutators for the AMD trace formats (rocpd, RPD, rocprofv3 JSON and CSV).
+"""Seeded mutators for the AMD trace formats (rocpd, RPD, rocprofv3 JSON and CSV) and, with the
+same SQLite mutator, the Nsight Systems SQLite export (``nsys``).
 
 ``mutations(kind, seed)`` yields an endless, reproducible stream of :class:`Mutation` objects
 for one format (``kind`` in :data:`KINDS`); take as many as needed with ``itertools.islice``.
@@ -8,7 +9,7 @@ Each mutation writes one hostile input, derived from the real samples in ``sampl
 
 What is mutated:
 
-* SQLite files (``rocpd``, ``rpd``): corrupt pages, byte flips, truncation; tables dropped,
+* SQLite files (``rocpd``, ``rpd``, ``nsys``): corrupt pages, byte flips, truncation; tables dropped,
   columns renamed; values replaced by NULL, text, blobs, floats, huge and negative integers;
   negative ids; string ids that do not exist; ``rpd`` files also as ``.rpd.gz`` (some truncated).
 * JSON (``rocprofv3_json``): truncation, byte flips, values of the wrong type, nesting
@@ -40,6 +41,7 @@ BASES: dict[str, Path] = {
     "rpd": SAMPLES / "amd_synthetic.rpd",
     "rocprofv3_json": SAMPLES / "amd_synthetic_results.json",
     "rocprofv3_csv": SAMPLES / "amd_synthetic_csv",
+    "nsys": SAMPLES / "nsys_synthetic_tp2_graphs.sqlite",
 }
 KINDS = tuple(BASES)
 
@@ -149,7 +151,7 @@ def _sql_mutation(con: sqlite3.Connection, rng: random.Random) -> str:
         con.execute(f'UPDATE OR IGNORE "{t}" SET id = -id - 1')
         return f"negative_ids:{t}"
     if op == "missing_string":
-        strings = [x for x in _tables(con) if x.startswith("rocpd_string")]
+        strings = [x for x in _tables(con) if x.startswith("rocpd_string") or x == "StringIds"]
         if strings:
             s = rng.choice(strings)
             con.execute(f'DELETE FROM "{s}" WHERE rowid % 2 = ?', (rng.randrange(2),))
@@ -184,8 +186,7 @@ def _sql_mutation(con: sqlite3.Connection, rng: random.Random) -> str:
 
 def _sqlite_mutations(kind: str, base: Path, rng: random.Random) -> Iterator[Mutation]:
     data = base.read_bytes()
-    suffix = "_results.db" if kind == "rocpd" else ".rpd"
-    stem = "27182" if kind == "rocpd" else "trace"
+    stem, suffix = {"rocpd": ("27182", "_results.db"), "rpd": ("trace", ".rpd"), "nsys": ("report1", ".sqlite")}[kind]
     i = 0
     while True:
         i += 1
@@ -394,7 +395,7 @@ def mutations(kind: str, seed: int, base: Path | None = None) -> Iterator[Mutati
         raise ValueError(f"unknown kind {kind!r} (known: {', '.join(KINDS)})")
     rng = random.Random(f"{kind}:{seed}")
     src = base or BASES[kind]
-    if kind in ("rocpd", "rpd"):
+    if kind in ("rocpd", "rpd", "nsys"):
         return _sqlite_mutations(kind, src, rng)
     if kind == "rocprofv3_json":
         return _json_mutations(src, rng)

@@ -385,3 +385,34 @@ def test_sample_is_what_its_script_writes(tmp_path: Path) -> None:
     for table in sorted(tables(SAMPLE)):
         assert q(out, f'SELECT * FROM "{table}"') == q(SAMPLE, f'SELECT * FROM "{table}"'), table
     assert tables(out) == tables(SAMPLE)
+
+
+def test_hostile_values_are_dropped_or_nulled_not_a_traceback(tmp_path: Path) -> None:
+    """Values of the wrong type where nsys writes integers: the row is not stored (no integer
+    time) or the value becomes NULL; never a traceback, never a half-written run."""
+    import shutil
+
+    db = tmp_path / "hostile.sqlite"
+    shutil.copyfile(SAMPLE, db)
+    with sqlite3.connect(db) as con:
+        k = "CUPTI_ACTIVITY_KIND_KERNEL"
+        con.execute(f"UPDATE {k} SET start = 'soon' WHERE rowid = 1")  # text time: not stored
+        con.execute(f'UPDATE {k} SET "end" = start - 5 WHERE rowid = 2')  # negative duration: dropped
+        con.execute(f"UPDATE {k} SET gridX = 1e30, registersPerThread = 'x' WHERE rowid = 3")  # -> NULL
+        con.execute(f"UPDATE {k} SET demangledName = 999999, shortName = 999999 WHERE rowid = 4")  # no string
+        con.execute(f"UPDATE {k} SET globalPid = NULL WHERE rowid = 5")  # no process: not stored
+        con.execute("UPDATE NVTX_EVENTS SET text = CAST(x'ff00fe' AS BLOB) WHERE rowid = 10")
+        con.execute("UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET correlationId = 'c' WHERE rowid = 3")
+    store = tmp_path / "s.duckdb"
+    r = run_cli("ingest", str(db), "--store", str(store), "--json")
+    assert r.returncode == 0, r.stderr
+    (result,) = json.loads(r.stdout)
+    n_kernels = q(SAMPLE, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL")[0][0]
+    with duckdb.connect(str(store), read_only=True) as con:
+        stored = con.execute("SELECT count(*), count(grid_x), count(registers_per_thread), "
+                             "count(*) FILTER (WHERE name = '') FROM device_activity WHERE category = 'kernel'"
+                             ).fetchall()[0]
+        skipped = con.execute("SELECT sum(n_other_skipped), sum(n_invalid_events) FROM ranks").fetchall()[0]
+    assert stored[0] == n_kernels - 3  # the text time, the negative duration, the process-less row
+    assert stored[1] == stored[2] == stored[0] - 1 and stored[3] == 1
+    assert result["n_invalid_events"] >= 1 and skipped[0] >= 2

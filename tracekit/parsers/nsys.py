@@ -81,7 +81,7 @@ from typing import Any
 
 from tracekit.errors import ConfigError, TraceInputError
 from tracekit.limits import temp_dir
-from tracekit.parsers._io import read_head
+from tracekit.parsers._io import prefetch, read_head
 from tracekit.parsers.base import DeviceInfo, IngestContext, Parser, RankInfo
 from tracekit.parsers.explain import refusal
 from tracekit.parsers.rocpd import SQLITE_ERRORS, one_line, sqlite_text
@@ -90,7 +90,8 @@ from tracekit.parsers.store_writer import create_temp_table, insert_batch, rank_
 SQLITE_MAGIC = b"SQLite format 3\x00"
 #: Report files that ``nsys export`` turns into SQLite (``.qdrep`` before 2021.4).
 REPORT_SUFFIXES = (".nsys-rep", ".qdrep")
-_BATCH = 50_000
+_BATCH = 20_000  # rows a DuckDB INSERT takes at once (as the rocpd reader)
+_FETCH_ROWS = 5_000  # rows fetched from SQLite at once (Python tuples: bounds the transient memory)
 #: Seconds ``nsys export`` may take for one report.
 EXPORT_TIMEOUT_S = 600
 NOT_NSYS = "SQLite file is not an Nsight Systems export (no StringIds table with CUPTI, NVTX or TARGET_INFO tables)"
@@ -344,11 +345,11 @@ _NVTX_COLS = ("start", "end", "event_type", "pid", "tid", "text", "domain", "nvt
 _FROM_BATCH = """
 FROM batch b JOIN nsys_pid_rank r ON r.pid = TRY_CAST(b.pid AS BIGINT) AND r.file = $file
 WHERE TRY_CAST(b.start AS BIGINT) IS NOT NULL
-  AND TRY_CAST(TRY_CAST(coalesce(b."end", b.start) AS HUGEINT) - TRY_CAST(b.start AS HUGEINT) AS BIGINT) IS NOT NULL
+  AND TRY_CAST(coalesce(TRY_CAST(b."end" AS HUGEINT), TRY_CAST(b.start AS HUGEINT)) - TRY_CAST(b.start AS HUGEINT) AS BIGINT) IS NOT NULL
 """
 _START = "TRY_CAST(b.start AS BIGINT) + $offset_ns AS start_ns"
 # end < start: dropped and counted by ingest
-_DUR = 'TRY_CAST(TRY_CAST(coalesce(b."end", b.start) AS HUGEINT) - TRY_CAST(b.start AS HUGEINT) AS BIGINT) AS dur_ns'
+_DUR = 'TRY_CAST(coalesce(TRY_CAST(b."end" AS HUGEINT), TRY_CAST(b.start AS HUGEINT)) - TRY_CAST(b.start AS HUGEINT) AS BIGINT) AS dur_ns'
 _DEVICE_COMMON = f"""$run_id AS run_id, r.rank AS rank, TRY_CAST(b.device AS INTEGER) AS device,
     CAST(TRY_CAST(b.stream AS BIGINT) AS VARCHAR) AS stream, {_START}, {_DUR},
     TRY_CAST(b.correlation AS BIGINT) AS correlation_id, CAST(TRY_CAST(b.pid AS BIGINT) AS VARCHAR) AS pid"""
@@ -494,19 +495,19 @@ class NsysParser(Parser, format_name="nsys"):
             for rank, proc in enumerate(procs):
                 proc.rank = rank
             _pid_table(ctx, procs, files[0])
-            try:
-                for i, (path, con, tables) in enumerate(opened):
-                    start = starts[i]
-                    offset = start - min(known) if start is not None else 0
-                    reader = _FileReader(path, con, tables, [p for p in procs if p.file_index == i], ctx, i, offset)
-                    try:
-                        reader.run()
-                    except SQLITE_ERRORS as exc:
-                        raise TraceInputError(path, f"truncated or corrupt SQLite database ({one_line(exc)})") from None
-                    reader.finish(starts[i])
-            finally:
-                ctx.con.execute("DROP TABLE IF EXISTS nsys_pid_rank").fetchall()
-                ctx.con.execute("DROP TABLE IF EXISTS nsys_sm").fetchall()
+            for i, (path, con, tables) in enumerate(opened):
+                start = starts[i]
+                offset = start - min(known) if start is not None else 0
+                reader = _FileReader(path, con, tables, [p for p in procs if p.file_index == i], ctx, i, offset)
+                try:
+                    reader.run()
+                except SQLITE_ERRORS as exc:
+                    raise TraceInputError(path, f"truncated or corrupt SQLite database ({one_line(exc)})") from None
+                reader.finish(starts[i])
+            # on success only: after an error the ingest rolls back, which drops them (a statement
+            # in the aborted transaction would hide the error)
+            ctx.con.execute("DROP TABLE nsys_pid_rank").fetchall()
+            ctx.con.execute("DROP TABLE IF EXISTS nsys_sm").fetchall()
 
 
 def _session_start_ns(con: sqlite3.Connection, tables: dict[str, set[str]]) -> int | None:
@@ -538,6 +539,15 @@ def _processes(file_index: int, con: sqlite3.Connection, tables: dict[str, set[s
     if host:
         return [_Process(file_index, pid) for pid in sorted(host)]
     return [_Process(file_index, None)]
+
+
+def _joined(parts: list[dict[str, Any]]) -> dict[str, Any]:
+    """Batches of the same columns as one (a column of mixed dtypes becomes an object column)."""
+    import numpy as np  # imported on use: other formats do not load NumPy
+
+    if len(parts) == 1:
+        return parts[0]
+    return {c: np.concatenate([p[c] for p in parts]) for c in parts[0]}
 
 
 def _pid_table(ctx: IngestContext, procs: list[_Process], source: Path) -> None:
@@ -635,14 +645,39 @@ class _FileReader:
 
     def _copy(self, query: str, cols: Sequence[str], table: str, select: str,
               extra: Any = None) -> None:
-        pid_at = cols.index("pid")
-        cur = self.sq.execute(query)
-        while rows := cur.fetchmany(_BATCH):
-            for r in rows:
-                self.read[r[pid_at] if isinstance(r[pid_at], int) else None] += 1
-            arrays = row_arrays(cols, rows, extra(rows, cols) if extra else {})
-            insert_batch(self.ctx.con, table, arrays, select=select, params=self.params, source=self.path)
-            self.ctx.progress(len(rows), 0)
+        """Rows of ``query`` into ``table`` through ``select``: fetched a quarter batch at a time
+        (SQLite's row tuples are the transient that costs memory) and turned into NumPy columns in
+        a read-ahead thread while DuckDB inserts the previous batch."""
+        import numpy as np  # imported on use: other formats do not load NumPy
+
+        def produce() -> Iterator[dict[str, Any]]:
+            cur = self.sq.execute(query)
+            try:
+                parts: list[dict[str, Any]] = []
+                n = 0
+                while rows := cur.fetchmany(_FETCH_ROWS):
+                    parts.append(row_arrays(cols, rows, extra(rows, cols) if extra else {}))
+                    n += len(rows)
+                    del rows
+                    if n >= _BATCH:
+                        yield _joined(parts)
+                        parts, n = [], 0
+                if parts:
+                    yield _joined(parts)
+            finally:
+                cur.close()
+
+        for batch in prefetch(produce()):
+            pids = batch["pid"]
+            if pids.dtype == np.int64:
+                values, counts = np.unique(pids, return_counts=True)
+                self.read.update(dict(zip(values.tolist(), counts.tolist())))
+            else:
+                self.read.update(p if isinstance(p, int) else None for p in pids.tolist())
+            n_rows = len(pids)
+            insert_batch(self.ctx.con, table, batch, select=select, params=self.params, source=self.path)
+            del batch, pids
+            self.ctx.progress(n_rows, 0)
 
     @staticmethod
     def _copy_names(rows: list[tuple[Any, ...]], cols: Sequence[str]) -> dict[str, list[Any]]:

@@ -124,12 +124,13 @@ def row_arrays(cols: Sequence[str], rows: Sequence[Sequence[Any]], extra: Mappin
 
     out: dict[str, Any] = {}
     for name, values in (*zip(cols, zip(*rows)), *extra.items()):
-        if all(type(v) is int for v in values):
-            try:
-                out[name] = np.fromiter(values, dtype=np.int64, count=len(values))
+        if values and type(values[0]) is int:
+            # NumPy types the whole column in C: int64 only when every value is a 64-bit integer
+            # (a None, a float, text or a huge integer makes it another dtype)
+            arr = np.array(values)
+            if arr.dtype == np.int64:
+                out[name] = arr
                 continue
-            except OverflowError:
-                pass
         out[name] = np.array(values, dtype=object)
     return out
 
