@@ -8,6 +8,7 @@ CPU trace. Each repeat runs every configuration once, in alternating order, on a
 since a speed-up on 2 cores is only meaningful when the other core is free.
 
     .venv/bin/python benchmarks/bench_ingest_jobs.py --jobs 1,2 --repeat 3 --out jobs.json
+    .venv/bin/python benchmarks/bench_ingest_jobs.py --jobs 1,2 --repeat 3 --analyze --out jobs-analyze.json
     .venv-lake/bin/python benchmarks/bench_ingest_jobs.py --jobs 1,2 --lake --out jobs-lake.json
 """
 
@@ -55,6 +56,7 @@ def main() -> None:
     p.add_argument("--lake", action="store_true", help="also into a SQLite-catalog lake (needs tracekit[lake])")
     p.add_argument("--max-mb", type=float, default=20.0, help="largest corpus input, MB (default %(default)s)")
     p.add_argument("--copies", type=int, default=24, help="CPU-trace copies without the corpus (default %(default)s)")
+    p.add_argument("--analyze", action="store_true", help="time `ingest --analyze` (runs and their findings)")
     args = p.parse_args()
     exe = args.tracekit or str(Path(sys.executable).parent / "tracekit")
     jobs = [int(j) for j in args.jobs.split(",")]
@@ -75,7 +77,8 @@ def main() -> None:
                 if init:
                     harness.run_measured([exe, *init, store], log, args.timeout)
                 s = harness.run_measured([exe, "ingest", *map(str, paths), "--store", store, "--jobs", str(j),
-                                          "--json", "--one-run"], log, args.timeout, stdout=subprocess.DEVNULL)
+                                          "--json", "--one-run", *(["--analyze"] if args.analyze else [])],
+                                         log, args.timeout, stdout=subprocess.DEVNULL)
                 if s.returncode != 0:
                     log.flush()
                     raise SystemExit(f"{kind} --jobs {j} failed:\n{harness.tail(work / 'log')}")
@@ -97,7 +100,7 @@ def main() -> None:
             rows.append([kind, str(j), f"{wall:.1f}", f"{cpu:.1f}", f"{base / wall:.2f}×", f"{load:.1f}"])
     print("\n".join(harness.markdown_table(["target", "--jobs", "wall s", "CPU s", "speed-up", "load"], rows,
                                            [False, True, True, True, True, True])))
-    harness.write_report(args.out, {"benchmark": "ingest-jobs", "runs": len(paths), "mb": total_mb,
+    harness.write_report(args.out, {"benchmark": "ingest-jobs", "analyze": args.analyze, "runs": len(paths), "mb": total_mb,
                                     "results": report})
 
 

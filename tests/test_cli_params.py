@@ -164,7 +164,7 @@ def test_option_group_stands_for_its_options_in_place() -> None:
     assert "Window length, s." in help_text and "Show a window." in help_text
 
 
-@pytest.mark.parametrize(("command", "before"), [("ingest", "--jobs"), ("analyze", "--lengths"),
+@pytest.mark.parametrize(("command", "before"), [("ingest", "--analyze"), ("analyze", "--lengths"),
                                                 ("capture", "--json")])
 def test_model_options_keep_their_place(command: str, before: str) -> None:
     """--model, --tp, --weights and --kv-cache close the option list of each command that takes them,

@@ -75,3 +75,32 @@ def test_jobs_out_of_range_is_a_usage_error(tmp_path: Path) -> None:
     res = run_cli("ingest", str(MIXED[0]), "--store", str(tmp_path / "s.duckdb"), "--jobs", "65")
     assert res.returncode == 2 and res.stderr.count("\n") == 1 and "--jobs" in res.stderr
     assert not (tmp_path / "s.duckdb").exists()
+
+
+def _verdicts(store: Path) -> tuple[list[tuple[object, ...]], list[tuple[object, ...]]]:
+    """Every stored finding (severity, analyzer, title) and metric (value to 9 significant digits:
+    a double sum's last bit depends on the order rows are stored) of every run."""
+    with duckdb.connect(str(store), read_only=True) as con:
+        findings = con.execute("SELECT run_id, severity, analyzer, title, saving_ns FROM finding_rows "
+                               "ORDER BY ALL").fetchall()
+        metrics = con.execute("SELECT run_id, analyzer, name, unit, CASE WHEN value = 0 THEN 0 ELSE "
+                              "round(value / pow(10, floor(log10(abs(value))) - 8)) END FROM metric_rows "
+                              "ORDER BY ALL").fetchall()
+    return findings, metrics
+
+
+def test_ingest_analyze_stores_the_verdict_of_ingest_then_analyze(tmp_path: Path) -> None:
+    """--analyze (one process, and --jobs 2 where each process analyzes what it parsed) stores the
+    findings and metrics that ingest followed by tracekit analyze --all stores."""
+    paths = [*map(str, MIXED), str(SAMPLES / "nsys_synthetic_tp2_graphs.sqlite")]
+    stores = {name: tmp_path / f"{name}.duckdb" for name in ("after", "one", "two")}
+    assert run_cli("ingest", *paths, "--store", str(stores["after"])).returncode == 0
+    assert run_cli("analyze", "--all", "--store", str(stores["after"])).returncode == 0
+    r = run_cli("ingest", *paths, "--store", str(stores["one"]), "--analyze")
+    assert r.returncode == 0, r.stderr
+    r = run_cli("ingest", *paths, "--store", str(stores["two"]), "--analyze", "--jobs", "2")
+    assert r.returncode == 0, r.stderr
+    want = _verdicts(stores["after"])
+    assert len(want[0]) >= 12 and len({f[0] for f in want[0]}) == len(paths)  # every run has findings
+    assert _verdicts(stores["one"]) == want
+    assert _verdicts(stores["two"]) == want

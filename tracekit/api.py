@@ -6,7 +6,8 @@ Reads (the store opened read-only):
     :func:`list_runs`, :func:`run_query`, :func:`top_activity` (:mod:`tracekit.queries`);
     :func:`compare_runs` (:mod:`tracekit.compare`).
 Analysis (stores findings and metrics):
-    :func:`analyze_runs`, :func:`ensure_analyzed`, :func:`run_summary` (:mod:`tracekit.run_analysis`).
+    :func:`analyze_runs`, :func:`analyze_open`, :func:`ensure_analyzed`, :func:`run_summary`
+    (:mod:`tracekit.run_analysis`).
 Writes of a run's metadata, each in one transaction:
     :func:`update_runs`, :func:`delete_runs`, :func:`attach_model`, :func:`store_token_lengths`
     (:mod:`tracekit.run_edits`); :func:`store_requests` (a load's request records,
@@ -30,11 +31,11 @@ from tracekit.lake.export import export_parquet
 from tracekit.lake.maintenance import CompactResult, compact_lake, init_lake
 from tracekit.queries import RUNS_SQL, Rows, list_runs, run_query, top_activity
 from tracekit.request_rows import store_requests
-from tracekit.run_analysis import analyze_runs, ensure_analyzed, run_summary
+from tracekit.run_analysis import analyze_open, analyze_runs, ensure_analyzed, run_summary
 from tracekit.run_edits import attach_model, delete_runs, store_token_lengths, update_runs
 
 __all__ = [
-    "COMPARE_TOP_KERNELS", "RUNS_SQL", "CompactResult", "Rows", "analyze_runs", "attach_model", "compact_lake",
+    "COMPARE_TOP_KERNELS", "RUNS_SQL", "CompactResult", "Rows", "analyze_open", "analyze_runs", "attach_model", "compact_lake",
     "compare_runs", "delete_runs", "ensure_analyzed", "export_parquet", "export_perfetto", "init_lake", "list_runs",
     "render_report", "run_query", "run_summary",
     "store_requests", "store_token_lengths", "top_activity", "update_runs",

@@ -607,6 +607,8 @@ def _elsewhere(paths: Sequence[str | Path], target: str | Path, read_ahead: Read
             raise ConfigError("--jobs", "give --jobs or --ray, not both (Ray runs a task per CPU of its cluster)")
         from tracekit.ingest_ray import ingest_on_ray
 
+        options.pop("analyze", None)  # Ray tasks analyze with ray_analyze
+        options.pop("analyze_threads", None)
         return ingest_on_ray(paths, target, ray, analyze=ray_analyze, **options)
     jobs = jobs or default_jobs()
     if isinstance(target, str):
@@ -640,6 +642,8 @@ def ingest(  # noqa: PLR0913 - the public API: every option is keyword-only with
     jobs: int = 1,
     ray: str | None = None,
     ray_analyze: Callable[[list[str], Path], object] | None = None,
+    analyze: Callable[[duckdb.DuckDBPyConnection, list[str]], object] | None = None,
+    analyze_threads: int | None = None,
 ) -> list[IngestResult]:
     """Ingest each PATH as one run into ``store`` (default ``$TRACEKIT_STORE`` or ./tracekit.duckdb,
     or a lake URL: :mod:`tracekit.ingest_lake`).
@@ -663,6 +667,12 @@ def ingest(  # noqa: PLR0913 - the public API: every option is keyword-only with
     cases the store is unchanged. ``ray`` (a Ray address, ``local`` for a private instance) ingests
     one run per Ray task (:mod:`tracekit.ingest_ray`), each task calling ``ray_analyze([run_id],
     staged_store_file)`` once its run is staged (the CLI passes :func:`tracekit.api.analyze_runs`).
+    ``analyze(con, run_ids)`` (``tracekit ingest --analyze`` passes
+    :func:`tracekit.api.analyze_open`) analyzes the new runs on the writer connection before
+    COMMIT, so runs and findings are stored together; with ``jobs`` each worker analyzes the runs
+    it stages, into a lake with each run. It must be a module-level function (workers import it).
+    ``analyze_threads``: DuckDB threads for that analysis (default: every core; a ``--jobs``
+    worker uses one, the other cores being busy with the other processes).
     """
     if not paths:
         raise TraceInputError("<none>", "no input path given")
@@ -674,7 +684,8 @@ def ingest(  # noqa: PLR0913 - the public API: every option is keyword-only with
         return _elsewhere(paths, target, read_ahead, jobs, ray, ray_analyze, format_name=format_name,
                           label=label, workload=workload, tags=tags, progress=progress, on_start=on_start,
                           python_events=python_events, captured_at=captured_at, before_commit=before_commit,
-                          one_run=one_run, on_lock_wait=on_lock_wait)
+                          one_run=one_run, on_lock_wait=on_lock_wait, analyze=analyze,
+                          analyze_threads=analyze_threads)
     items = _prepared_inputs(paths, format_name, python_events, read_ahead)
     if captured_at is not None and captured_at.tzinfo is not None:
         captured_at = captured_at.astimezone(dt.UTC).replace(tzinfo=None)
@@ -691,6 +702,11 @@ def ingest(  # noqa: PLR0913 - the public API: every option is keyword-only with
             if item.content_sha256 not in seen:
                 seen[item.content_sha256] = _ingest_one(con, item, opts)
             results.append(seen[item.content_sha256])
+        new = list(dict.fromkeys(r.run_id for r in results if r.created))
+        if analyze is not None and new:
+            # alone on the machine, the analyzers' sorts and joins may use every core
+            con.execute(f"SET threads = {analyze_threads or max(1, os.cpu_count() or 1)}")
+            analyze(con, new)
         if before_commit is not None:
             before_commit(con, results)
     return results

@@ -33,8 +33,9 @@ __all__ = ["MAX_JOBS", "WORKER_OPTIONS", "copy_staged", "default_jobs", "ingest_
 #: At most this many worker processes (more only adds start-up and memory).
 MAX_JOBS = 64
 
-#: ingest() options a worker can take (callbacks and a read-ahead stay in the parent).
-WORKER_OPTIONS = ("format_name", "label", "workload", "tags", "python_events", "captured_at", "one_run")
+#: ingest() options a worker can take (callbacks and a read-ahead stay in the parent; ``analyze`` is
+#: a module-level function, shipped by reference).
+WORKER_OPTIONS = ("format_name", "label", "workload", "tags", "python_events", "captured_at", "one_run", "analyze")
 
 
 def _stage_chunk(sources: list[str], staged: str, options: dict[str, Any]) -> tuple[bool, Any]:
@@ -73,41 +74,66 @@ def _split(items: Sequence[RunInput], targets: Sequence[float]) -> list[list[Run
     return [sorted(c, key=lambda it: order[id(it)]) for c in lists]
 
 
-#: What staging a share of the runs in a worker costs besides ingesting them, in bytes of input
-#: the parent would ingest meanwhile (2-vCPU machine, 41 corpus runs, docs/performance.md): the
-#: worker's start (spawn, imports: 0.35 s), its stage file's schema (0.33 s) and the stage's commit,
-#: about 1.1 s at 0.104 s per MB, less the parent's own COMMIT (0.2 s).
-STAGE_OVERHEAD_BYTES = 8_700_000
-#: Copying a staged run into the store costs the parent this share of ingesting it (0.6 s for the
+#: Estimated seconds per run and per input MB on the 2-vCPU machine of docs/performance.md (54
+#: corpus runs of at most 20 MB, one run at a time): ingest 0.104 s/MB + 0.03 s a run; the
+#: analyzers 0.51 s a run + 0.011 s/MB (their SQL is mostly a fixed cost per run).
+INGEST_S_PER_MB, INGEST_S_PER_RUN = 0.104, 0.03
+ANALYZE_S_PER_MB, ANALYZE_S_PER_RUN = 0.011, 0.51
+#: A worker finishes this much later than its estimated work: spawn and imports (0.35 s), its
+#: stage file's schema (0.33 s), the stage's commit; measured as the gap between this process
+#: and the worker finishing equal estimated shares of 41 corpus runs.
+STAGE_OVERHEAD_S = 0.9
+#: ... and this much more with ``--analyze`` (the analyzers' imports and SQL library in a new
+#: process, the commit of its findings): the gap was 1.5–1.8 s more on 54 corpus runs.
+ANALYZE_OVERHEAD_S = 1.1
+#: Copying a staged run into the store costs this process this share of ingesting it (0.6 s for the
 #: rows of 26 MB of input that took 2.7 s to ingest).
 COPY_COST = 0.22
 
 
-def _shares(items: Sequence[RunInput], jobs: int) -> tuple[list[RunInput], list[list[RunInput]]]:
-    """The runs split between this process and ``jobs - 1`` workers so that all finish together:
-    a worker starts late (:data:`STAGE_OVERHEAD_BYTES`) and this process copies what the workers
-    stage (:data:`COPY_COST`), so with T input bytes each worker gets W = (T − overhead) ÷ (N −
-    copy·(N − 1)) bytes and this process the rest (N = ``jobs``; every worker at least one run
-    while there are runs for it), as :func:`_split` assigns them."""
+def _cost(item: RunInput, analyze: bool) -> tuple[float, float]:
+    """(estimated seconds to ingest ``item``, and to ingest and analyze it)."""
+    mb = item.input_bytes / 1e6
+    ingest_s = INGEST_S_PER_RUN + INGEST_S_PER_MB * mb
+    return ingest_s, ingest_s + (ANALYZE_S_PER_RUN + ANALYZE_S_PER_MB * mb if analyze else 0.0)
+
+
+def _shares(items: Sequence[RunInput], jobs: int, analyze: bool = False
+            ) -> tuple[list[RunInput], list[list[RunInput]]]:
+    """The runs split between this process and ``jobs - 1`` workers so that all finish together
+    (longest-processing-time first): each run, costliest first, goes to the process that would
+    finish it earliest, where a worker starts :data:`STAGE_OVERHEAD_S` late (and
+    :data:`ANALYZE_OVERHEAD_S` more with ``analyze``) and a run it stages
+    costs this process :data:`COPY_COST` of its ingest again (the copy). Costs are estimated from
+    input bytes and a fixed cost per run (:func:`_cost`; with ``analyze`` the analyzers' large
+    fixed cost per run dominates, so equal bytes would not be equal work). Every worker gets at
+    least one run while there are runs for it; each list is in input order."""
     n = max(1, min(jobs, len(items)))
-    total = sum(it.input_bytes for it in items)
-    smallest = min((it.input_bytes for it in items), default=0)
-    per_worker = max(smallest, (total - STAGE_OVERHEAD_BYTES) / (n - COPY_COST * (n - 1))) if n > 1 else 0
-    shares = _split(items, [total - per_worker * (n - 1)] + [per_worker] * (n - 1))
-    for k in range(1, n):  # a worker left without a run takes the smallest run of the fullest share
-        if not shares[k]:
-            donor = max((j for j in range(n) if len(shares[j]) > 1),
-                        key=lambda j: sum(it.input_bytes for it in shares[j]))
-            smallest_run = min(shares[donor], key=lambda it: it.input_bytes)
-            shares[donor].remove(smallest_run)
-            shares[k].append(smallest_run)
-    mine, *others = shares
+    order = {id(item): i for i, item in enumerate(items)}
+    finish = [0.0] + [STAGE_OVERHEAD_S + (ANALYZE_OVERHEAD_S if analyze else 0.0)] * (n - 1)
+    lists: list[list[RunInput]] = [[] for _ in range(n)]
+    for item in sorted(items, key=lambda it: -_cost(it, analyze)[1]):
+        ingest_s, total_s = _cost(item, analyze)
+        k = min(range(n), key=lambda j: finish[j] + total_s + (COPY_COST * ingest_s if j else 0.0))
+        lists[k].append(item)
+        finish[k] += total_s
+        if k:
+            finish[0] += COPY_COST * ingest_s
+    for k in range(1, n):  # a worker left without a run takes the cheapest run of the fullest share
+        if not lists[k]:
+            donor = max((j for j in range(n) if len(lists[j]) > 1), key=lambda j: len(lists[j]))
+            cheapest = min(lists[donor], key=lambda it: _cost(it, analyze)[1])
+            lists[donor].remove(cheapest)
+            lists[k].append(cheapest)
+    mine, *others = [sorted(c, key=lambda it: order[id(it)]) for c in lists]
     return mine, [c for c in others if c]
 
 
 def _submit(pool: ProcessPoolExecutor, chunks: list[list[RunInput]], stage_dir: Path,
             options: dict[str, Any]) -> list[tuple[Future[tuple[bool, Any]], Path]]:
     worker_options = {k: v for k, v in options.items() if k in WORKER_OPTIONS}
+    if worker_options.get("analyze") is not None:  # one thread a process: every core is busy
+        worker_options["analyze_threads"] = 1
     staged = [stage_dir / f"stage{i}.duckdb" for i in range(len(chunks))]
     return [(pool.submit(_stage_chunk, [str(it.source) for it in chunk], str(path), worker_options), path)
             for chunk, path in zip(chunks, staged)]
@@ -141,10 +167,11 @@ def ingest_in_parallel(items: Sequence[RunInput], store: Path, jobs: int, stage_
     """Ingest ``items`` into the store file ``store`` with ``jobs`` processes in ONE transaction:
     this process ingests one share of the runs (:func:`_shares`) straight into the store
     while ``jobs - 1`` workers stage the others, whose rows are then copied in before COMMIT (a run
-    the store holds already is not copied: its labels are updated, as a re-ingest does). Returns
-    each run's result by run id."""
+    the store holds already is not copied: its labels are updated, as a re-ingest does). With
+    ``analyze`` every process analyzes the runs it ingests. Returns each run's result by run id."""
     unique = list({item.run_id: item for item in items}.values())
-    mine, others = _shares(unique, jobs)
+    analyze = options.get("analyze")
+    mine, others = _shares(unique, jobs, analyze=analyze is not None)
     results: dict[str, IngestResult] = {}
     user_before_commit = options.get("before_commit")
     context = multiprocessing.get_context("spawn")
@@ -153,6 +180,8 @@ def ingest_in_parallel(items: Sequence[RunInput], store: Path, jobs: int, stage_
 
         def add_staged(con: Any, own: list[IngestResult]) -> None:
             results.update({r.run_id: r for r in own})
+            if analyze is not None:  # this process's share, while the workers stage (and analyze) theirs
+                analyze(con, list(dict.fromkeys(r.run_id for r in own if r.created)))
             staged = _collect(futures)
             # the workers are done: the copy and the COMMIT's checkpoint may use every core
             con.execute(f"SET threads = {jobs}")
@@ -160,7 +189,8 @@ def ingest_in_parallel(items: Sequence[RunInput], store: Path, jobs: int, stage_
             if user_before_commit is not None:
                 user_before_commit(con, list(results.values()))
 
-        ingest([str(it.source) for it in mine], store, **dict(options, before_commit=add_staged))
+        ingest([str(it.source) for it in mine], store,
+               **dict(options, before_commit=add_staged, analyze=None))  # analyzed in add_staged
     return results
 
 

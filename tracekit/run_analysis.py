@@ -90,6 +90,17 @@ def analyze_runs(
     return out
 
 
+def analyze_open(con: Any, run_ids: list[str]) -> None:
+    """Run every registered analyzer on ``run_ids`` on an open writer connection and write their
+    findings and metrics inside its transaction (``tracekit ingest --analyze``: the runs and their
+    verdict commit together; with ``--jobs`` each worker analyzes the runs it staged). DuckDB uses
+    the connection's own thread setting."""
+    from tracekit.analysis.base import run_analyzers, write_results
+
+    for rid in run_ids:
+        write_results(con, rid, run_analyzers(con, rid))
+
+
 def _analysis_lock(con: Any, path: StoreLocation) -> Callable[[str], AbstractContextManager[None]]:
     """What a run's analysis holds while it runs: on a lake, the run's analysis claim in the catalog
     (:data:`tracekit.lake.claims.ANALYSIS_PREFIX`: concurrent analyzers of one run take turns, so

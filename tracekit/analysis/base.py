@@ -139,26 +139,31 @@ def run_analyzers(
     return results
 
 
-def store_results(con: duckdb.DuckDBPyConnection, run_id: str, results: dict[str, AnalyzerResult]) -> None:
+def write_results(con: duckdb.DuckDBPyConnection, run_id: str, results: dict[str, AnalyzerResult]) -> None:
     """Replace the run's stored findings and metrics of the analyzers in ``results`` with theirs,
-    in one transaction."""
+    inside the caller's transaction."""
     now = utc_now()
+    for n, res in results.items():
+        con.execute("DELETE FROM finding_rows WHERE run_id = ? AND analyzer = ?", [run_id, n])
+        con.execute("DELETE FROM metric_rows WHERE run_id = ? AND analyzer = ?", [run_id, n])
+        insert_rows(con, "finding_rows", [
+            {"run_id": run_id, "analyzer": n, "severity": f.severity, "title": f.title, "detail": f.detail,
+             "evidence": json.dumps(f.evidence, default=str), "saving_ns": f.saving_ns,
+             "saving_fraction": f.saving_fraction, "analyzed_at": now}
+            for f in res.findings
+        ], source=None)
+        insert_rows(con, "metric_rows", [
+            {"run_id": run_id, "analyzer": n, "name": m.name, "value": m.value, "unit": m.unit,
+             "better": m.better, "analyzed_at": now}
+            for m in res.metrics
+        ], source=None)
+
+
+def store_results(con: duckdb.DuckDBPyConnection, run_id: str, results: dict[str, AnalyzerResult]) -> None:
+    """:func:`write_results` in one transaction of its own."""
     con.execute("BEGIN")
     try:
-        for n, res in results.items():
-            con.execute("DELETE FROM finding_rows WHERE run_id = ? AND analyzer = ?", [run_id, n])
-            con.execute("DELETE FROM metric_rows WHERE run_id = ? AND analyzer = ?", [run_id, n])
-            insert_rows(con, "finding_rows", [
-                {"run_id": run_id, "analyzer": n, "severity": f.severity, "title": f.title, "detail": f.detail,
-                 "evidence": json.dumps(f.evidence, default=str), "saving_ns": f.saving_ns,
-                 "saving_fraction": f.saving_fraction, "analyzed_at": now}
-                for f in res.findings
-            ], source=None)
-            insert_rows(con, "metric_rows", [
-                {"run_id": run_id, "analyzer": n, "name": m.name, "value": m.value, "unit": m.unit,
-                 "better": m.better, "analyzed_at": now}
-                for m in res.metrics
-            ], source=None)
+        write_results(con, run_id, results)
         con.execute("COMMIT")
     except BaseException:
         try:
