@@ -416,3 +416,32 @@ def test_hostile_values_are_dropped_or_nulled_not_a_traceback(tmp_path: Path) ->
     assert stored[0] == n_kernels - 3  # the text time, the negative duration, the process-less row
     assert stored[1] == stored[2] == stored[0] - 1 and stored[3] == 1
     assert result["n_invalid_events"] >= 1 and skipped[0] >= 2
+
+
+@corpus
+def test_sync_records_are_named_by_their_api_call_and_placed_on_their_context_s_device(
+        corpus_store: tuple[Path, dict[Path, str]]) -> None:
+    """syncType's numbering differs between exports (Rodinia's 8,190 cudaThreadSynchronize records
+    are syncType 1, CloverLeaf's cudaDeviceSynchronize too, crossentropy's is 4); deviceId is 0 on
+    both GPUs of the 2-GPU windows."""
+    store, runs = corpus_store
+    rodinia = NSYS / "rodinia-rtx3090-gaussian-2022.4" / "report3.sqlite"
+    mfu = NSYS / "nsysai-h100x2-mfu-train-window-2026.2" / "mfu_2gpu_before.sqlite"
+    want_dev = dict(q(mfu, f"""SELECT {PID.replace('g', 'globalPid')}, min(deviceId) FROM CUPTI_ACTIVITY_KIND_KERNEL
+                               GROUP BY 1"""))
+    assert set(q(mfu, "SELECT DISTINCT deviceId FROM CUPTI_ACTIVITY_KIND_SYNCHRONIZATION")) == {(0,)}
+    with duckdb.connect(str(store), read_only=True) as con:
+        names = con.execute("SELECT name, args->>'api', count(*) FROM host_events WHERE run_id = ? "
+                            "AND category = 'sync' GROUP BY ALL", [runs[rodinia]]).fetchall()
+        devices = con.execute("SELECT pid, min(device), max(device), count(*) FILTER (WHERE stream IS NULL) "
+                              "FROM host_events WHERE run_id = ? AND category = 'sync' GROUP BY pid ORDER BY pid",
+                              [runs[mfu]]).fetchall()
+        domains = con.execute("SELECT count(*) FROM host_events WHERE run_id = ? AND trace_category = 'nvtx:domain1'",
+                              [runs[mfu]]).fetchall()[0][0]
+    assert names == [("Context Sync", "cudaThreadSynchronize_v3020", 8190)]
+    assert [(int(p), lo, hi) for p, lo, hi, _n in devices] == [(p, d, d) for p, d in sorted(want_dev.items())]
+    assert {d for _p, d in want_dev.items()} == {0, 1}
+    no_stream = q(mfu, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_SYNCHRONIZATION WHERE streamId = 4294967295")[0][0]
+    assert sum(n for *_x, n in devices) == no_stream > 0
+    # the NCCL ranges of the window lost their NvtxDomainCreate record: named by their domain id
+    assert domains == q(mfu, "SELECT count(*) FROM NVTX_EVENTS WHERE domainId = 1")[0][0] > 0

@@ -36,12 +36,16 @@ error. What goes where (see also ``docs/schema.md``):
   ``correlation_id`` = ``correlationId``. Other event classes — the CUDA-backtrace rows
   (``eventClass`` 67) of 2022 exports, which repeat the correlation id of the API row they
   belong to — are counted as skipped, never stored, so a join on correlation ids stays 1:1.
-* ``CUPTI_ACTIVITY_KIND_SYNCHRONIZATION`` -> ``host_events`` category ``sync`` (``Stream Sync``,
-  ``Event Sync``, ``Context Sync``, ``Stream Wait Event``, as Kineto names CUPTI sync records).
+* ``CUPTI_ACTIVITY_KIND_SYNCHRONIZATION`` -> ``host_events`` category ``sync``, named as Kineto
+  names CUPTI sync records (``Stream Sync``, ``Event Sync``, ``Context Sync``, ``Stream Wait
+  Event``) from the API call with its correlation id (``args.api``): ``syncType``'s numbering
+  differs between nsys versions, so it names a record only without that call. ``device`` is the
+  device of the record's context (its ``deviceId`` is 0 on every GPU); the "no stream" value
+  4294967295 is NULL.
 * ``NVTX_EVENTS`` push/pop (59) and start/end (60) ranges -> ``host_events``, marks (34) with
   duration 0; the text is ``text`` or, where nsys moved it, the ``textId`` string; the NVTX
   domain (``NCCL``, …) is ``trace_category`` = ``nvtx:<domain>`` (``nvtx`` for the default
-  domain). Ranges written by PyTorch's ``emit_nvtx`` (``aten::mm, seq = 12, op_id = 34, sizes =
+  domain; ``nvtx:domain<N>`` when a cut window lost the domain's create record). Ranges written by PyTorch's ``emit_nvtx`` (``aten::mm, seq = 12, op_id = 34, sizes =
   [[8, 4096], …]``) are split: the name is what precedes ``, seq =`` / ``, op_id =``, the
   sequence number goes to ``sequence_number``, op id, sizes and input op ids to ``args``; such a
   range named ``namespace::op`` (``aten::``, ``c10d::``, ``vllm::``; lower-case namespace) is an
@@ -311,11 +315,11 @@ def _sync_query(t: dict[str, set[str]]) -> str:
 
     return f"""
 SELECT s.start, s."end", {c("deviceId")}, {c("streamId")}, {c("correlationId")}, {_pid_sql("s.globalPid")},
-       {c("syncType")}, {c("eventId")}
+       {c("syncType")}, {c("eventId")}, {c("contextId")}
 FROM {_SYNC} s"""
 
 
-_SYNC_COLS = ("start", "end", "device", "stream", "correlation", "pid", "sync_type", "event_id")
+_SYNC_COLS = ("start", "end", "device", "stream", "correlation", "pid", "sync_type", "event_id", "context")
 
 
 def _nvtx_query(t: dict[str, set[str]]) -> str:
@@ -327,8 +331,12 @@ def _nvtx_query(t: dict[str, set[str]]) -> str:
         text = f"coalesce({text}, (SELECT value FROM StringIds WHERE id = n.textId))"
     domain = "NULL"
     if "domainId" in t[_NVTX]:
-        domain = (f"(SELECT {_col(t, _NVTX, 'text')} FROM {_NVTX} WHERE eventType = {_NVTX_DOMAIN_CREATE} "
-                  "AND domainId = n.domainId AND n.domainId <> 0 LIMIT 1)")
+        # the domain's name from its NvtxDomainCreate record (of the same process), else its id: a
+        # window cut from a longer capture can lose the create record
+        same = f"AND {_pid_sql('globalTid')} = {_pid_sql('n.globalTid')}" if "globalTid" in t[_NVTX] else ""
+        domain = (f"CASE WHEN n.domainId <> 0 THEN coalesce((SELECT {_col(t, _NVTX, 'text')} FROM {_NVTX} "
+                  f"WHERE eventType = {_NVTX_DOMAIN_CREATE} AND domainId = n.domainId {same} LIMIT 1), "
+                  "'domain' || n.domainId) END")
     return f"""
 SELECT n.start, n."end", n.eventType, {_pid_sql("n.globalTid")}, n.globalTid & 16777215, {text}, {domain},
        {c("category")}
@@ -401,13 +409,34 @@ SELECT $run_id AS run_id, r.rank AS rank, CAST(TRY_CAST(b.pid AS BIGINT) AS VARC
     json_object('returnValue', TRY_CAST(b.return_value AS BIGINT)) AS args
 {_FROM_BATCH} AND coalesce(TRY_CAST(b.event_class AS BIGINT), 0) IN (0, 1)"""
 
+#: ``streamId`` / ``eventId`` of a sync record that has none (CUPTI's 32-bit "invalid" value).
+_NO_ID = 4294967295
+
 _SYNCS = f"""
 SELECT $run_id AS run_id, r.rank AS rank, CAST(TRY_CAST(b.pid AS BIGINT) AS VARCHAR) AS pid, 'sync' AS category,
     '{_SYNC}' AS trace_category, b.name AS name, {_START}, {_DUR},
-    TRY_CAST(b.correlation AS BIGINT) AS correlation_id, CAST(TRY_CAST(b.stream AS BIGINT) AS VARCHAR) AS stream,
-    TRY_CAST(b.device AS INTEGER) AS device,
-    json_object('syncType', TRY_CAST(b.sync_type AS BIGINT), 'eventId', TRY_CAST(b.event_id AS BIGINT)) AS args
-{_FROM_BATCH}"""
+    TRY_CAST(b.correlation AS BIGINT) AS correlation_id,
+    CAST(nullif(TRY_CAST(b.stream AS BIGINT), {_NO_ID}) AS VARCHAR) AS stream,
+    -- the record's deviceId is 0 on every GPU in the exports seen: the device of its context instead
+    coalesce(x.device, TRY_CAST(b.device AS INTEGER)) AS device,
+    json_object('syncType', TRY_CAST(b.sync_type AS BIGINT), 'eventId', nullif(TRY_CAST(b.event_id AS BIGINT), {_NO_ID}),
+                'contextId', TRY_CAST(b.context AS BIGINT)) AS args
+{_FROM_BATCH.replace("WHERE", "LEFT JOIN nsys_ctx x ON x.file = $file AND x.pid = r.pid AND x.context = TRY_CAST(b.context AS BIGINT) WHERE", 1)}"""
+
+#: Sync records named from the API call that made them (``syncType``'s numbering differs between
+#: nsys versions: 1 is a device sync in one export and an event query in another), as Kineto names them.
+_SYNC_BY_API = f"""
+UPDATE host_events h SET name = CASE
+        WHEN regexp_matches(a.name, '^(cuda|cu)StreamWaitEvent') THEN 'Stream Wait Event'
+        WHEN regexp_matches(a.name, '^(cuda|cu)StreamSynchronize') THEN 'Stream Sync'
+        WHEN regexp_matches(a.name, '^(cuda|cu)Event(Synchronize|Query)') THEN 'Event Sync'
+        WHEN regexp_matches(a.name, '^(cudaDeviceSynchronize|cudaThreadSynchronize|cuCtxSynchronize)') THEN 'Context Sync'
+        ELSE h.name END,
+    args = json_merge_patch(h.args, json_object('api', a.name))
+FROM (SELECT rank, correlation_id, any_value(name) AS name FROM host_events
+      WHERE run_id = $run_id AND category IN ('runtime', 'driver') AND correlation_id IS NOT NULL GROUP BY ALL) a
+WHERE h.run_id = $run_id AND h.category = 'sync' AND h.trace_category = '{_SYNC}'
+  AND a.rank = h.rank AND a.correlation_id = h.correlation_id"""
 
 #: PyTorch ``emit_nvtx`` range text: ``name[, seq = N][, op_id = N][, sizes = [...]][, input_op_ids = [...]]``.
 _EMIT_NVTX = r"^(.+?)(, seq = (-?[0-9]+))?(, op_id = ([0-9]+))?(, sizes = (\[.*?\]))?(, input_op_ids = (.*))?$"
@@ -508,6 +537,7 @@ class NsysParser(Parser, format_name="nsys"):
             # in the aborted transaction would hide the error)
             ctx.con.execute("DROP TABLE nsys_pid_rank").fetchall()
             ctx.con.execute("DROP TABLE IF EXISTS nsys_sm").fetchall()
+            ctx.con.execute("DROP TABLE IF EXISTS nsys_ctx").fetchall()
 
 
 def _session_start_ns(con: sqlite3.Connection, tables: dict[str, set[str]]) -> int | None:
@@ -604,6 +634,30 @@ class _FileReader:
             out[(pid, dev)] = gpu or {}
         return out
 
+    def _context_table(self) -> None:
+        """TEMP table nsys_ctx: (file, pid, contextId) → the CUDA device its kernels, copies and
+        memsets ran on (sync records say device 0 whatever their context)."""
+        import numpy as np  # imported on use: other formats do not load NumPy
+
+        rows: set[tuple[int, int, int]] = set()
+        for table in _DEVICE_TABLES:
+            if {"contextId", "deviceId", "globalPid"} <= self.tables.get(table, set()):
+                rows |= {(int(p), int(c), int(d)) for p, c, d in self.sq.execute(
+                    f"SELECT DISTINCT {_pid_sql('globalPid')}, contextId, deviceId FROM {table} "
+                    "WHERE typeof(globalPid) = 'integer' AND typeof(contextId) = 'integer' "
+                    "AND typeof(deviceId) = 'integer'").fetchall()}
+        self.ctx.con.execute("CREATE OR REPLACE TEMP TABLE nsys_ctx (file BIGINT, pid BIGINT, context BIGINT, "
+                             "device INTEGER)").fetchall()
+        if rows:
+            ordered = sorted(rows)
+            insert_batch(self.ctx.con, "nsys_ctx", {
+                "file": np.full(len(ordered), self.file_index, dtype=np.int64),
+                "pid": np.array([r[0] for r in ordered], dtype=np.int64),
+                "context": np.array([r[1] for r in ordered], dtype=np.int64),
+                "device": np.array([r[2] for r in ordered], dtype=np.int64)},
+                select="SELECT file, pid, context, TRY_CAST(device AS INTEGER) AS device FROM batch "
+                       "QUALIFY count(*) OVER (PARTITION BY file, pid, context) = 1", source=self.path)
+
     def _sm_table(self) -> None:
         import numpy as np  # imported on use: other formats do not load NumPy
 
@@ -629,6 +683,7 @@ class _FileReader:
 
     def run(self) -> None:
         self._sm_table()
+        self._context_table()
         t = self.tables
         if _KERNEL in t:
             self._copy(_kernel_query(t), _KERNEL_COLS, "device_activity", _KERNELS)
@@ -640,6 +695,8 @@ class _FileReader:
             self._copy(_runtime_query(t), _RUNTIME_COLS, "host_events", _RUNTIMES)
         if _SYNC in t:
             self._copy(_sync_query(t), _SYNC_COLS, "host_events", _SYNCS, self._sync_names)
+            if _RUNTIME in t:
+                self.ctx.con.execute(_SYNC_BY_API, {"run_id": self.ctx.run_id}).fetchall()
         if _NVTX in t:
             self._copy(_nvtx_query(t), _NVTX_COLS, "host_events", _NVTXS)
 

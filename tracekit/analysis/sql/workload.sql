@@ -129,21 +129,28 @@ FROM j;
 -- Whether the trace is complete enough to judge its timeline. A trace cut down by its author or
 -- sampled by a tool (a subset of events kept) shows "idle" where events were dropped, so timeline
 -- verdicts (idle, exposed communication) must not be drawn from it. Incomplete when, outside a
--- graph capture, at least 20 % of ≥ 20 kernel-launch calls have no device row, or when the ops
+-- graph capture, at least 20 % of ≥ 20 kernel-launch calls have no device row although their
+-- correlation id lies inside the span of the rank's device rows' ids, or when the ops
 -- kept cover under 5 % of the External-id range they span (≥ 1,000 ops; Kineto numbers every op).
 -- @column run_id VARCHAR the run
 -- @column launch_calls BIGINT kernel-launch runtime calls
--- @column launches_without_work BIGINT those with no device row (same correlation id)
+-- @column launches_without_work BIGINT those with no device row (same correlation id) whose id lies within the rank's device rows' id span
 -- @column op_id_coverage DOUBLE distinct op External ids ÷ their id range, on the least covered rank (NULL without ids)
 -- @column incomplete BOOLEAN timeline verdicts are not drawn from this run
 -- @column note VARCHAR why, in one line (NULL when complete)
 CREATE OR REPLACE TEMP VIEW run_completeness AS
-WITH l AS (
+WITH ids AS (  -- the correlation ids the rank's device rows span: a window cut from a longer capture
+               -- ends with launches still queued (ids above) and starts with work launched before it
+               -- (ids below); only a launch inside the span without its device row is a lost event
+  SELECT run_id, rank, min(correlation_id) AS lo, max(correlation_id) AS hi FROM device_work
+  WHERE correlation_id IS NOT NULL AND in_scope(run_id) GROUP BY run_id, rank),
+l AS (
   SELECT c.run_id, count(*) AS launch_calls,
-         count(*) FILTER (WHERE NOT EXISTS (
+         count(*) FILTER (WHERE c.correlation_id BETWEEN i.lo AND i.hi AND NOT EXISTS (
            SELECT 1 FROM device_work w WHERE w.run_id = c.run_id AND w.rank = c.rank
                                          AND w.correlation_id = c.correlation_id)) AS without_work
-  FROM runtime_calls_in_scope c WHERE c.api_kind = 'kernel_launch' AND in_scope(c.run_id) GROUP BY c.run_id),
+  FROM runtime_calls_in_scope c LEFT JOIN ids i ON i.run_id = c.run_id AND i.rank = c.rank
+  WHERE c.api_kind = 'kernel_launch' AND in_scope(c.run_id) GROUP BY c.run_id),
 o AS (  -- per rank (External ids are numbered per process), the least covered rank
   SELECT run_id, sum(n_ops) AS n_ops, min(coverage) AS coverage
   FROM (SELECT run_id, rank, count(*) AS n_ops,
