@@ -12,12 +12,12 @@ from tracekit.analysis import base
 from tracekit.analysis.base import ANALYZERS, Analyzer, AnalyzerResult, analyze_run
 
 
-class _Broken(Analyzer, name="_broken_for_test"):
-    def analyze(self, con: duckdb.DuckDBPyConnection, run_id: str) -> AnalyzerResult:
-        raise IndexError("list index out of range")  # as wave_stalls once did
-
-
 def test_a_failing_analyzer_becomes_an_error_row_and_the_rest_run(tmp_path: Path) -> None:
+    # registered here, not at import: collected with other test modules it would run in theirs
+    class _Broken(Analyzer, name="_broken_for_test"):
+        def analyze(self, con: duckdb.DuckDBPyConnection, run_id: str) -> AnalyzerResult:
+            raise IndexError("list index out of range")  # as wave_stalls once did
+
     store = tmp_path / "s.duckdb"
     rid = tracekit.ingest([SAMPLES / "cpu_tiny_decoder_prefill_decode.pt.trace.json.gz"], store=store)[0].run_id
     try:

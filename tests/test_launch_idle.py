@@ -6,6 +6,7 @@ launch-boundness from host time per kernel, and no verdicts where the expert fou
 from __future__ import annotations
 
 import gzip
+import itertools
 import json
 from pathlib import Path
 from typing import Any
@@ -111,3 +112,34 @@ def test_vllm_graph_decode_is_busy_and_quiet(tmp_path: Path) -> None:
 def test_cpu_only_run_has_no_device_metrics(tmp_path: Path) -> None:
     metrics, findings = _analyze(SAMPLES / "cpu_tiny_decoder_prefill_decode.pt.trace.json.gz", tmp_path / "s.duckdb")
     assert findings == [] and metrics["device_busy_fraction"] is None and metrics["kernels_per_step"] is None
+
+
+@needs_shared
+def test_a_synchronize_after_every_kernel_is_named_not_launch_bound(tmp_path: Path) -> None:
+    """Rodinia Gaussian (nsys, RTX 3090): 8,190 kernels each followed by cudaThreadSynchronize. The
+    device idles from each kernel's end until the host, back from the synchronize, launches the
+    next: the gaps are counted here from the export's own tables."""
+    import sqlite3
+
+    from conftest import CORPUS
+
+    db = CORPUS / "nsys" / "rodinia-rtx3090-gaussian-2022.4" / "report3.sqlite"
+    con = sqlite3.connect(f"file:{db}?mode=ro&immutable=1", uri=True)
+    kernels = con.execute('SELECT start, "end" FROM CUPTI_ACTIVITY_KIND_KERNEL ORDER BY start').fetchall()
+    syncs = con.execute("""SELECT r.start, r."end" FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN StringIds s
+                           ON s.id = r.nameId WHERE s.value LIKE 'cudaThreadSynchronize%' ORDER BY r.start""").fetchall()
+    con.close()
+    import bisect
+
+    starts = [s for s, _e in syncs]
+    n, total = 0, 0
+    for (_s0, e0), (s1, _e1) in itertools.pairwise(kernels):
+        i = bisect.bisect_right(starts, e0) - 1
+        if s1 > e0 and i >= 0 and e0 <= syncs[i][1]:
+            n, total = n + 1, total + (s1 - e0)
+    _metrics, findings = _analyze(db, tmp_path / "s.duckdb")
+    (turns,) = [f for f in findings if f["title"].startswith("host and device take turns")]
+    ev = turns["evidence"]
+    assert ev["sync_api"] == "cudaThreadSynchronize" and n > 8_000
+    assert abs(ev["turn_gaps"] - n) <= 0.01 * n and abs(ev["turn_gap_ns"] - total) <= 0.01 * total
+    assert not [f for f in findings if f["title"].startswith("launch-bound")]  # not a launch-cadence problem

@@ -24,6 +24,14 @@ Math (sums over the run's devices):
   the kernel runs and host-wait idle is at least ``MIN_FINDING_FRACTION`` of the window. The
   saving claimed is only idle that no other cause explains: host wait + launch overhead gaps
   beyond ``GRAPH_RESIDUAL_GAP_NS`` each (what a graph replay still leaves).
+* **turns**: host-wait gaps that open while the host is inside a blocking synchronize call
+  (``cudaDeviceSynchronize``, ``cudaThreadSynchronize``, ``cudaStreamSynchronize``,
+  ``cudaEventSynchronize``, their driver and HIP forms) on the same rank — the host waited for the
+  device to drain and prepared the next launch only then. When they are at least
+  ``TURNS_MAJORITY`` of host-wait idle (and ≥ ``MIN_SAMPLES`` gaps), the finding names the
+  synchronize, its saving is those gaps, and they are left out of the launch-bound and host-wait
+  verdicts (a synchronize after every kernel is not a launch-cadence problem: graphs would not
+  remove it, dropping the synchronize would).
 * medians of a launch quantity are metrics only with ≥ ``MIN_SAMPLES`` samples.
 
 Findings (one per cause, the cause named in the title), severity from the share of the window a
@@ -61,6 +69,7 @@ GRAPH_MAJORITY = 0.5  # share of kernels replayed from graphs: "graphs already u
 MIN_TIMELINE_ROWS = 10  # device rows a window needs before the timeline is judged
 MICRO_BENCHMARK_ROWS = 200  # fewer device rows, no step markers, generic inference: a micro-benchmark
 WARM_UP_WINDOW_FRACTION = 0.5  # start-up idle from this share of the window: a warm-up capture
+TURNS_MAJORITY = 0.5  # share of host-wait idle opening inside a synchronize call: "host and device take turns"
 
 CAUSE_KINDS = ("data_loading", "compile", "sync", "startup", "compiled_region", "graph_capture", "host_wait",
                "launch_overhead", "unexplained")
@@ -276,6 +285,7 @@ class LaunchIdle(Analyzer, name="launch_idle"):
                 FROM idle_gaps WHERE run_id = $run""", p).fetchall()[0])
         is_xla = bool(con.execute("SELECT count(*) > 0 FROM runs WHERE run_id = $run AND format = 'xplane'",
                                   p).fetchall()[0][0])
+        n_turns, turns_ns, short_turns_ns, turn_api = _turns(con, p)
 
         def frac(x: float) -> float:
             return x / window
@@ -334,16 +344,16 @@ class LaunchIdle(Analyzer, name="launch_idle"):
         # launch gaps count; longer host gaps are host work between launches (reported below)
         launch_saving = short_host_wait + launch_gap
         long_host_wait = host_wait - short_host_wait
-        if is_xla:
-            graph_advice = ("Jit the whole step (one XLA executable instead of many small dispatches) and enable XLA "
-                            "command buffers (--xla_gpu_enable_command_buffer) so the step replays as a graph.")
-        elif workload == "training":
-            graph_advice = ("Capture the training step in a CUDA/HIP graph (torch.compile mode='reduce-overhead', "
-                            "torch.cuda.graphs), use fused/foreach optimizers, or raise the batch per step so each "
-                            "kernel runs longer than its launch.")
-        else:
-            graph_advice = ("Capture the step in a CUDA/HIP graph (vLLM/SGLang without enforce-eager, with cuda-graph "
-                            "batch sizes covering this batch; torch.compile mode='reduce-overhead'), or fuse small kernels.")
+        graph_advice = _graph_advice(is_xla, workload)
+        turns = n_turns >= MIN_SAMPLES and turns_ns >= TURNS_MAJORITY * host_wait and run_share_severity(
+            frac(turns_ns)) is not None
+        if turns:
+            res.findings.append(_turns_finding(n_turns, turns_ns, host_wait, turn_api, window, evidence, trim_note))
+            # the gaps are counted once: what is left is host wait the synchronize does not explain
+            host_wait -= turns_ns
+            short_host_wait -= short_turns_ns
+            launch_saving = short_host_wait + launch_gap
+            long_host_wait = host_wait - short_host_wait
         launch_bound = (
             host_per_kernel_ns is not None and kernel_ns is not None and n_intervals is not None
             and n_intervals >= MIN_SAMPLES and float(host_per_kernel_ns) > float(kernel_ns)
@@ -450,3 +460,53 @@ class LaunchIdle(Analyzer, name="launch_idle"):
             ("graph_launched_kernel_fraction", "fraction", "higher"),
         ]
         return [Metric(n, None if v.get(n) is None else float(v[n]), u, b) for n, u, b in spec]
+
+
+def _turns(con: duckdb.DuckDBPyConnection, p: dict[str, Any]) -> tuple[int, int, int, str | None]:
+    """(gaps, their ns, ns of those under LAUNCH_GAP_MAX_NS, the synchronize call most of them open
+    in): host-wait gaps that open while the host is blocked in a synchronize call on the same rank
+    (the host waited for the device to drain and only then prepared the next launch)."""
+    n, total, short, api = con.execute(
+        f"""WITH s AS (SELECT rank, start_ns, end_ns, name FROM runtime_calls_in_scope
+                      WHERE run_id = $run AND api_kind = 'sync'
+                        AND regexp_matches(name, '(?i)(device|thread|ctx|stream|event)_?synchronize'))
+            SELECT count(*), coalesce(sum(g.dur_ns), 0),
+                   coalesce(sum(g.dur_ns) FILTER (WHERE g.dur_ns < {LAUNCH_GAP_MAX_NS}), 0),
+                   mode(regexp_replace(s.name, '(_v[0-9]+)?(_ptsz|_spt)?$', ''))
+            FROM (SELECT * FROM idle_gaps WHERE run_id = $run AND cause_kind = 'host_wait') g
+            ASOF JOIN s ON s.rank = g.rank AND s.start_ns <= g.start_ns
+            WHERE g.start_ns <= s.end_ns""", p).fetchall()[0]
+    return int(n), int(total), int(short), api
+
+
+def _turns_finding(n_turns: int, turns_ns: int, host_wait: int, api: str | None, window: int,
+                   evidence: dict[str, Any], trim_note: str) -> Finding:
+    """The finding for host-wait gaps that open inside a synchronize call (:func:`_turns`)."""
+    return Finding(
+        severity=run_share_severity(turns_ns / window) or "info",
+        title=(f"host and device take turns: {n_turns:,} idle gaps open while the host waits in {api}, "
+               f"{turns_ns / window:.0%} of the window ({_ms(turns_ns)})"),
+        detail=(f"{n_turns:,} of the device's host-wait gaps ({_ms(turns_ns)} of {_ms(host_wait)}) begin while the "
+                f"host is blocked in {api}: the host waits for the device to drain, and only then prepares and "
+                "launches the next work, so the device idles for the whole host-side time of every step (the launch "
+                "cadence is not the cause: without the synchronize the host would run ahead and the device would "
+                "not wait). Synchronize once per step or per result the host needs, not after every launch (check "
+                "launch errors with cudaGetLastError, time with events); in PyTorch look for .item(), .cpu() or "
+                "torch.cuda.synchronize() in the loop." + trim_note),
+        evidence={**evidence, "turn_gaps": n_turns, "turn_gap_ns": turns_ns, "sync_api": api},
+        saving_ns=turns_ns,
+        saving_fraction=turns_ns / window,
+    )
+
+
+def _graph_advice(is_xla: bool, workload: str | None) -> str:
+    """How to remove per-launch host cost, for the run's framework and workload."""
+    if is_xla:
+        return ("Jit the whole step (one XLA executable instead of many small dispatches) and enable XLA "
+                "command buffers (--xla_gpu_enable_command_buffer) so the step replays as a graph.")
+    if workload == "training":
+        return ("Capture the training step in a CUDA/HIP graph (torch.compile mode='reduce-overhead', "
+                "torch.cuda.graphs), use fused/foreach optimizers, or raise the batch per step so each "
+                "kernel runs longer than its launch.")
+    return ("Capture the step in a CUDA/HIP graph (vLLM/SGLang without enforce-eager, with cuda-graph "
+            "batch sizes covering this batch; torch.compile mode='reduce-overhead'), or fuse small kernels.")
