@@ -445,3 +445,25 @@ def test_sync_records_are_named_by_their_api_call_and_placed_on_their_context_s_
     assert sum(n for *_x, n in devices) == no_stream > 0
     # the NCCL ranges of the window lost their NvtxDomainCreate record: named by their domain id
     assert domains == q(mfu, "SELECT count(*) FROM NVTX_EVENTS WHERE domainId = 1")[0][0] > 0
+
+
+def test_tensorrt_llm_step_ranges_are_steps(tmp_path: Path) -> None:
+    """The sample written with TensorRT-LLM's NVTX step ranges (PyExecutor's
+    ``[Executor] _forward_step N: C ctx reqs, T ctx tokens, G gen reqs`` in its own domain)."""
+    import subprocess
+
+    db = tmp_path / "trtllm.sqlite"
+    subprocess.run([sys.executable, str(SAMPLE.parent.parent / "tools" / "make_nsys_sample.py"), "--out", str(db),
+                    "--engine", "trtllm"], check=True, capture_output=True)
+    store = tmp_path / "s.duckdb"
+    (run,) = ingest([str(db)], store)
+    with duckdb.connect(str(store), read_only=True) as con:
+        library.install(con)
+        steps = con.execute("SELECT rank, family, phase, batch_size, new_tokens, decode_seqs, prefill_tokens, count(*), "
+                            "count(*) FILTER (WHERE n_kernels > 0) FROM steps WHERE run_id = ? GROUP BY ALL "
+                            "ORDER BY ALL", [run.run_id]).fetchall()
+        domain = con.execute("SELECT DISTINCT trace_category FROM host_events WHERE run_id = ? AND name LIKE "
+                             "'[Executor]%'", [run.run_id]).fetchall()
+    assert domain == [("nvtx:TensorRT-LLM",)]
+    assert steps == [(r, "trtllm", "decode", 8, 8, 8, 0, 6, 6) for r in (0,)] + [(0, "trtllm", "prefill", 1, 512, 0, 512, 1, 1)] \
+        + [(1, "trtllm", "decode", 8, 8, 8, 0, 6, 6), (1, "trtllm", "prefill", 1, 512, 0, 512, 1, 1)]

@@ -132,7 +132,9 @@ def gtid(pid: int, tid: int | None = None) -> int:
     return gpid(pid) | (tid if tid is not None else pid)
 
 
-def write(out: Path) -> None:
+def write(out: Path, engine: str = "vllm") -> None:
+    """The sample at ``out``; ``engine`` names the step ranges: ``vllm`` (the committed sample) or
+    ``trtllm`` (TensorRT-LLM's ``[Executor] _forward_step`` ranges in its own NVTX domain)."""
     out.unlink(missing_ok=True)
     con = sqlite3.connect(out)
     con.execute("PRAGMA page_size = 1024")
@@ -157,6 +159,8 @@ def write(out: Path) -> None:
     w.api(LAUNCHER_PID, "cudaGetDeviceProperties_v2_v12000", 1_100_000, 25_000, 2)
     for pid in PIDS:
         w.nvtx(pid, "NCCL", 2_000_000, None, event_type=75, domain=1)  # NvtxDomainCreate
+        if engine == "trtllm":
+            w.nvtx(pid, "TensorRT-LLM", 2_000_100, None, event_type=75, domain=2)
         t = 5_000_000 + (pid % 2) * 3_000
         grid_id = 1
         # prefill: eager launches inside the step range
@@ -178,7 +182,11 @@ def write(out: Path) -> None:
         end = w.api(pid, "cudaStreamSynchronize_v3020", t, 30_000, sync_corr)
         con.execute("INSERT INTO CUPTI_ACTIVITY_KIND_SYNCHRONIZATION VALUES (?, ?, 0, 1, NULL, 7, ?, ?, 3, 4294967295)",
                     (t + 1_000, end - 500, sync_corr, gpid(pid)))
-        w.nvtx(pid, "execute_context_1(512)_generation_0(0), op_id = 7", step_start, end + 5_000)
+        if engine == "trtllm":  # tensorrt_llm/_torch/pyexecutor/py_executor.py's range, TensorRT-LLM domain
+            w.nvtx(pid, "[Executor] _forward_step 1: 1 ctx reqs, 512 ctx tokens, 0 gen reqs", step_start,
+                   end + 5_000, domain=2)
+        else:
+            w.nvtx(pid, "execute_context_1(512)_generation_0(0), op_id = 7", step_start, end + 5_000)
         t = end + 40_000
         # decode: one graph launch per step
         for step in range(N_DECODE):
@@ -200,8 +208,12 @@ def write(out: Path) -> None:
             end = w.api(pid, "cudaStreamSynchronize_v3020", t + 1_000, k_t - t, sync_corr)
             con.execute("INSERT INTO CUPTI_ACTIVITY_KIND_SYNCHRONIZATION VALUES (?, ?, 0, 1, NULL, 7, ?, ?, 3, "
                         "4294967295)", (t + 2_000, end - 300, sync_corr, gpid(pid)))
-            w.nvtx(pid, f"execute_context_0(0)_generation_8(sq1sk{640 + step}sqsq8sqsk{5120 + 8 * step}), op_id = "
-                        f"{50 + step}", step_start, end + 2_000)
+            if engine == "trtllm":
+                w.nvtx(pid, f"[Executor] _forward_step {step + 2}: 0 ctx reqs, 0 ctx tokens, 8 gen reqs", step_start,
+                       end + 2_000, domain=2)
+            else:
+                w.nvtx(pid, f"execute_context_0(0)_generation_8(sq1sk{640 + step}sqsq8sqsk{5120 + 8 * step}), op_id = "
+                            f"{50 + step}", step_start, end + 2_000)
             t = end + 30_000
         w.nvtx(pid, "sampler (never closed)", t, None)  # a push without its pop: no end
     con.commit()
@@ -212,8 +224,9 @@ def write(out: Path) -> None:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", type=Path, default=OUT)
+    p.add_argument("--engine", choices=("vllm", "trtllm"), default="vllm", help="whose NVTX step ranges")
     args = p.parse_args()
-    write(args.out)
+    write(args.out, args.engine)
     print(f"wrote {args.out} ({args.out.stat().st_size:,} bytes)")
 
 

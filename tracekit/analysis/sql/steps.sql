@@ -4,20 +4,24 @@
 -- `vllm` execute_{n}_context_{c}(…)_generation_{g}(…) (TraceLens' vLLM/SGLang hook, the outermost
 -- span of a scheduler step, sampling included; also execute_context_{c}(…)_generation_{g}(…));
 -- `sglang` step[DECODE bs=N] / step[EXTEND bs=N toks=T] / PREFILL / MIXED / IDLE (closes before
--- the sampling kernels are launched); `phase` annotations named exactly decode_step /
--- prefill_step / decode / prefill; `execute_model` (vLLM's model-runner span, phase unknown);
+-- the sampling kernels are launched); `trtllm` (TensorRT-LLM's NVTX step ranges, on by default:
+-- PyExecutor's `[Executor] _forward_step N: C ctx reqs[, T ctx tokens], G gen reqs` and the C++
+-- executor's `executeStep: C ctx reqs, G gen reqs`: context requests prefill, generation requests
+-- decode); `phase` annotations named exactly decode_step / prefill_step / decode / prefill;
+-- `execute_model` (a model step whose phase the marker does not say: vLLM's model-runner span
+-- `execute_model` or NVTX scope `gpu_model_runner: forward`, SGLang's NVTX `scheduler.run_batch`);
 -- `profiler_step` (ProfilerStep#N); `device_step` (XPlane step lines on the device). Graph-capture
 -- annotations (capture_32_DECODE) and names that merely contain "decode" are not steps.
 -- @column run_id VARCHAR the run
 -- @column rank INTEGER the rank
--- @column family VARCHAR sglang | vllm | phase | execute_model | profiler_step | device_step
--- @column family_rank INTEGER 1 (best) .. 6: the run's steps come from its best family
+-- @column family VARCHAR sglang | vllm | trtllm | phase | execute_model | profiler_step | device_step
+-- @column family_rank INTEGER 1 (best) .. 7: the run's steps come from its best family
 -- @column name VARCHAR the annotation's name
 -- @column start_ns BIGINT annotation start (ns; host clock, device clock for device_step)
 -- @column end_ns BIGINT annotation end (ns)
 -- @column on_device BOOLEAN the marker is on the device timeline (device_step)
 -- @column phase VARCHAR decode | prefill | mixed | idle | NULL (the marker does not say)
--- @column batch_size BIGINT requests in the step when the marker says (SGLang bs=, vLLM c+g)
+-- @column batch_size BIGINT requests in the step when the marker says (SGLang bs=, vLLM c+g, TensorRT-LLM ctx+gen reqs)
 -- @column new_tokens BIGINT tokens processed in the step when the marker says (decode: one per request)
 -- @column context_tokens BIGINT Σ context length the decode requests attend over (vLLM sk of the generation part)
 -- @column decode_seqs BIGINT requests decoding one token in the step (vLLM g; SGLang DECODE bs)
@@ -30,22 +34,30 @@ WITH a AS (
   SELECT run_id, rank, name, start_ns, end_ns, on_device, is_profiler_step,
          regexp_extract(name, '^step\[(DECODE|EXTEND|PREFILL|MIXED|IDLE)\b([^\]]*)\]', ['kind', 'rest'], 'i') AS sg,
          regexp_extract(name, '^execute_(?:([0-9]+)_)?context_([0-9]+)\(([^)]*)\)_generation_([0-9]+)\(([^)]*)\)',
-                        ['n', 'c', 'cargs', 'g', 'gargs']) AS vl
+                        ['n', 'c', 'cargs', 'g', 'gargs']) AS vl,
+         -- TensorRT-LLM's PyExecutor ([Executor] _forward_step N: C ctx reqs[, T ctx tokens], G gen reqs)
+         -- and its C++ executor (executeStep: C ctx reqs, G gen reqs)
+         regexp_extract(name, '^(?:\[Executor\] _forward_step(?: [0-9]+)?|executeStep): ([0-9]+) ctx reqs, (?:([0-9]+) ctx tokens, )?([0-9]+) gen reqs',
+                        ['c', 'ctok', 'g']) AS tr
   FROM annotations WHERE in_scope(run_id)),
 f AS (
   SELECT *,
     CASE WHEN sg.kind <> '' AND NOT on_device THEN 'sglang'
          WHEN vl.c <> '' AND NOT on_device THEN 'vllm'
+         WHEN tr.c <> '' AND NOT on_device THEN 'trtllm'
          WHEN regexp_matches(lower(name), '^(decode|prefill)(_step)?(_[0-9]+|_len[0-9]+_t[0-9]+)?$')
               AND NOT on_device THEN 'phase'
-         WHEN name = 'execute_model' AND NOT on_device THEN 'execute_model'
+         -- a model step without phase: vLLM's model runner span (its NVTX scope with
+         -- VLLM_NVTX_SCOPES_FOR_PROFILING=1) and SGLang's scheduler NVTX range (SGLANG_ENABLE_NVTX_SCHEDULER)
+         WHEN name IN ('execute_model', 'gpu_model_runner: forward', 'scheduler.run_batch') AND NOT on_device
+              THEN 'execute_model'
          WHEN is_profiler_step AND NOT on_device THEN 'profiler_step'
          WHEN is_profiler_step AND on_device AND NOT regexp_matches(name, '^ProfilerStep#') THEN 'device_step'
     END AS family
   FROM a)
 SELECT run_id, rank, family,
-       CASE family WHEN 'vllm' THEN 1 WHEN 'sglang' THEN 2 WHEN 'phase' THEN 3 WHEN 'execute_model' THEN 4
-                   WHEN 'profiler_step' THEN 5 ELSE 6 END AS family_rank,
+       CASE family WHEN 'vllm' THEN 1 WHEN 'sglang' THEN 2 WHEN 'trtllm' THEN 3 WHEN 'phase' THEN 4
+                   WHEN 'execute_model' THEN 5 WHEN 'profiler_step' THEN 6 ELSE 7 END AS family_rank,
        name, start_ns, end_ns, on_device,
        CASE family
          WHEN 'sglang' THEN CASE upper(sg.kind) WHEN 'DECODE' THEN 'decode' WHEN 'MIXED' THEN 'mixed'
@@ -53,11 +65,16 @@ SELECT run_id, rank, family,
          WHEN 'vllm' THEN CASE WHEN TRY_CAST(vl.c AS BIGINT) = 0 AND TRY_CAST(vl.g AS BIGINT) > 0 THEN 'decode'
                                WHEN TRY_CAST(vl.c AS BIGINT) > 0 AND TRY_CAST(vl.g AS BIGINT) = 0 THEN 'prefill'
                                WHEN TRY_CAST(vl.c AS BIGINT) > 0 AND TRY_CAST(vl.g AS BIGINT) > 0 THEN 'mixed' END
+         WHEN 'trtllm' THEN CASE WHEN TRY_CAST(tr.c AS BIGINT) = 0 AND TRY_CAST(tr.g AS BIGINT) > 0 THEN 'decode'
+                                 WHEN TRY_CAST(tr.c AS BIGINT) > 0 AND TRY_CAST(tr.g AS BIGINT) = 0 THEN 'prefill'
+                                 WHEN TRY_CAST(tr.c AS BIGINT) > 0 AND TRY_CAST(tr.g AS BIGINT) > 0 THEN 'mixed'
+                                 ELSE 'idle' END
          WHEN 'phase' THEN CASE WHEN lower(name) LIKE 'decode%' THEN 'decode' ELSE 'prefill' END
        END AS phase,
        CASE family
          WHEN 'sglang' THEN TRY_CAST(regexp_extract(sg.rest, '\bbs=([0-9]+)', 1) AS BIGINT)
          WHEN 'vllm' THEN TRY_CAST(vl.c AS BIGINT) + TRY_CAST(vl.g AS BIGINT)
+         WHEN 'trtllm' THEN TRY_CAST(tr.c AS BIGINT) + TRY_CAST(tr.g AS BIGINT)
        END AS batch_size,
        CASE family
          WHEN 'sglang' THEN coalesce(TRY_CAST(regexp_extract(sg.rest, '\btoks=([0-9]+)', 1) AS BIGINT),
@@ -65,18 +82,24 @@ SELECT run_id, rank, family,
                                           THEN TRY_CAST(regexp_extract(sg.rest, '\bbs=([0-9]+)', 1) AS BIGINT) END)
          WHEN 'vllm' THEN coalesce(TRY_CAST(nullif(vl.n, '') AS BIGINT),
                                    TRY_CAST(regexp_extract(vl.cargs, '^([0-9]+)_', 1) AS BIGINT) + TRY_CAST(vl.g AS BIGINT))
+         -- the context tokens (when the marker states them) and one token per generation request
+         WHEN 'trtllm' THEN CASE WHEN TRY_CAST(tr.c AS BIGINT) = 0 THEN TRY_CAST(tr.g AS BIGINT)
+                                 ELSE TRY_CAST(nullif(tr.ctok, '') AS BIGINT) + TRY_CAST(tr.g AS BIGINT) END
        END AS new_tokens,
        CASE family WHEN 'vllm' THEN TRY_CAST(regexp_extract(vl.gargs, '^sq[0-9]+sk([0-9]+)', 1) AS BIGINT) END
          AS context_tokens,
        CASE family WHEN 'vllm' THEN TRY_CAST(vl.g AS BIGINT)
+                   WHEN 'trtllm' THEN TRY_CAST(tr.g AS BIGINT)
                    WHEN 'sglang' THEN CASE WHEN upper(sg.kind) = 'DECODE'
                                            THEN TRY_CAST(regexp_extract(sg.rest, '\bbs=([0-9]+)', 1) AS BIGINT) END
        END AS decode_seqs,
        CASE family WHEN 'vllm' THEN TRY_CAST(vl.c AS BIGINT)
+                   WHEN 'trtllm' THEN TRY_CAST(tr.c AS BIGINT)
                    WHEN 'sglang' THEN CASE WHEN upper(sg.kind) IN ('EXTEND', 'PREFILL')
                                            THEN TRY_CAST(regexp_extract(sg.rest, '\bbs=([0-9]+)', 1) AS BIGINT) END
        END AS prefill_seqs,
        CASE family WHEN 'vllm' THEN TRY_CAST(regexp_extract(vl.cargs, '^(?:sq)?([0-9]+)', 1) AS BIGINT)
+                   WHEN 'trtllm' THEN TRY_CAST(nullif(tr.ctok, '') AS BIGINT)
                    WHEN 'sglang' THEN CASE WHEN upper(sg.kind) IN ('EXTEND', 'PREFILL')
                                            THEN TRY_CAST(regexp_extract(sg.rest, '\btoks=([0-9]+)', 1) AS BIGINT) END
        END AS prefill_tokens,

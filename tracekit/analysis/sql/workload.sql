@@ -32,7 +32,7 @@ FROM a;
 -- `training` (backward or optimizer evidence: autograd / *Backward ops, Optimizer.step#,
 -- ## backward ## annotations, TensorFlow's gradient_tape name scope, or, in a trace without host
 -- ops, ≥ 10 kernels named for a backward pass);
--- `serving` (step markers of vLLM / SGLang / execute_model / decode_step);
+-- `serving` (step markers of vLLM / SGLang / TensorRT-LLM / execute_model / decode_step);
 -- `diffusion` (annotation or op names naming a diffusion pipeline: diffusion, unet, denoise, sd3, flux);
 -- `generation` (no serving marker, but token generation by structure: ≥ 8 attention calls with
 -- Sq ≤ 16 over ≥ 4 distinct, growing KV lengths, i.e. a KV cache being extended step by step);
@@ -57,7 +57,7 @@ st AS (
          count(*) FILTER (WHERE phase = 'decode') AS n_decode,
          count(*) FILTER (WHERE phase = 'prefill') AS n_prefill,
          count(*) FILTER (WHERE phase = 'mixed') AS n_mixed,
-         bool_or(family IN ('vllm', 'sglang', 'phase', 'execute_model')) AS serving,
+         bool_or(family IN ('vllm', 'sglang', 'trtllm', 'phase', 'execute_model')) AS serving,
          arg_max(name, phase IN ('decode', 'mixed')) AS decode_marker
   FROM steps GROUP BY run_id),
 cap AS (
