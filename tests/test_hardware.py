@@ -294,7 +294,11 @@ def test_nvidia_rules() -> None:
     assert identify({**hopper, "name": "NVIDIA H100 80GB HBM3", "compute_units": 16}) is None  # MIG slice
     blackwell = {"vendor": "nvidia", "arch": "sm_100", "compute_major": 10, "compute_minor": 0, "compute_units": 148}
     assert identify({**blackwell, "name": "NVIDIA GB200"}) is None  # contains "B200"; not the HGX part
-    assert identify({"vendor": "nvidia", "name": "NVIDIA A100-SXM4-40GB", "compute_units": 108}) is None
+    a100_40 = identify({"vendor": "nvidia", "name": "NVIDIA A100-SXM4-40GB", "compute_units": 108})
+    assert a100_40 is not None and (a100_40.key, a100_40.hbm_gbps) == ("a100_sxm_40gb", 1555)
+    a100_80 = identify({"vendor": "nvidia", "name": "NVIDIA A100-SXM4-80GB", "compute_units": 108})
+    assert a100_80 is not None and (a100_80.key, a100_80.hbm_gbps) == ("a100_sxm_80gb", 2039)
+    assert identify({"vendor": "nvidia", "name": "NVIDIA A100-PCIE-40GB", "compute_units": 108}) is None
 
 
 def test_mi250x_is_per_gcd() -> None:
