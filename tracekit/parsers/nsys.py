@@ -455,10 +455,10 @@ SELECT $run_id AS run_id, q.rank AS rank, CAST(TRY_CAST(q.pid AS BIGINT) AS VARC
     CASE WHEN q.emit THEN json_object('text', CAST(q.text AS VARCHAR), 'op_id', TRY_CAST(nullif(q.g.op, '') AS BIGINT),
                                       'sizes', nullif(q.g.sizes, ''), 'input_op_ids', nullif(q.g.inputs, ''))
     END AS args
-FROM (SELECT b.*, r.rank, regexp_extract(CAST(b.text AS VARCHAR), '{_EMIT_NVTX}',
-                                         ['name', 's', 'seq', 'o', 'op', 'z', 'sizes', 'i', 'inputs']) AS g
-      FROM batch b JOIN nsys_pid_rank r ON r.pid = TRY_CAST(b.pid AS BIGINT) AND r.file = $file) q0,
-     LATERAL (SELECT q0.*, (q0.g.seq <> '' OR q0.g.op <> '') AS emit) q
+FROM (SELECT *, (g.seq <> '' OR g.op <> '') AS emit FROM (
+        SELECT b.*, r.rank, regexp_extract(CAST(b.text AS VARCHAR), '{_EMIT_NVTX}',
+                                           ['name', 's', 'seq', 'o', 'op', 'z', 'sizes', 'i', 'inputs']) AS g
+        FROM batch b JOIN nsys_pid_rank r ON r.pid = TRY_CAST(b.pid AS BIGINT) AND r.file = $file) q0) q
 WHERE TRY_CAST(q.start AS BIGINT) IS NOT NULL
   AND (TRY_CAST(q.event_type AS BIGINT) = {_NVTX_MARK}
        OR TRY_CAST(TRY_CAST(q."end" AS HUGEINT) - TRY_CAST(q.start AS HUGEINT) AS BIGINT) IS NOT NULL)"""
