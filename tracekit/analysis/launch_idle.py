@@ -469,13 +469,16 @@ def _turns(con: duckdb.DuckDBPyConnection, p: dict[str, Any]) -> tuple[int, int,
     n, total, short, api = con.execute(
         f"""WITH s AS (SELECT rank, start_ns, end_ns, name FROM runtime_calls_in_scope
                       WHERE run_id = $run AND api_kind = 'sync'
-                        AND regexp_matches(name, '(?i)(device|thread|ctx|stream|event)_?synchronize'))
-            SELECT count(*), coalesce(sum(g.dur_ns), 0),
-                   coalesce(sum(g.dur_ns) FILTER (WHERE g.dur_ns < {LAUNCH_GAP_MAX_NS}), 0),
-                   mode(regexp_replace(s.name, '(_v[0-9]+)?(_ptsz|_spt)?$', ''))
-            FROM (SELECT * FROM idle_gaps WHERE run_id = $run AND cause_kind = 'host_wait') g
-            ASOF JOIN s ON s.rank = g.rank AND s.start_ns <= g.start_ns
-            WHERE g.start_ns <= s.end_ns""", p).fetchall()[0]
+                        AND regexp_matches(name, '(?i)(device|thread|ctx|stream|event)_?synchronize')),
+            t AS (SELECT g.dur_ns, regexp_replace(s.name, '(_v[0-9]+)?(_ptsz|_spt)?$', '') AS api
+                  FROM (SELECT * FROM idle_gaps WHERE run_id = $run AND cause_kind = 'host_wait') g
+                  ASOF JOIN s ON s.rank = g.rank AND s.start_ns <= g.start_ns
+                  WHERE g.start_ns <= s.end_ns)
+            SELECT count(*), coalesce(sum(dur_ns), 0),
+                   coalesce(sum(dur_ns) FILTER (WHERE dur_ns < {LAUNCH_GAP_MAX_NS}), 0),
+                   -- the call most gaps open in (ties: by name, so the title is the same every time)
+                   (SELECT api FROM t GROUP BY api ORDER BY count(*) DESC, api LIMIT 1)
+            FROM t""", p).fetchall()[0]
     return int(n), int(total), int(short), api
 
 

@@ -97,11 +97,12 @@ c AS (
    AND k.start_ns BETWEEN win.ws AND win.we
   WHERE k.run_id = $run AND k.category = 'memcpy')
 SELECT direction, pageable, count(*), sum(dur_ns), sum(bytes), count(bytes),
-       arg_max(bytes, n_same) AS top_bytes, max(n_same) AS top_n, arg_max(t_same, n_same) AS top_ns,
+       -- the size copied most often (ties: the larger), its count and time
+       arg_max(bytes, [n_same, bytes]) AS top_bytes, max(n_same) AS top_n, arg_max(t_same, [n_same, bytes]) AS top_ns,
        list(DISTINCT (rank, device, stream)) AS streams
 FROM (SELECT *, count(*) OVER (PARTITION BY direction, pageable, bytes) AS n_same,
              sum(dur_ns) OVER (PARTITION BY direction, pageable, bytes) AS t_same FROM c)
-GROUP BY ALL ORDER BY sum(dur_ns) DESC"""
+GROUP BY ALL ORDER BY sum(dur_ns) DESC, direction, pageable"""
 
 
 class Transfers(Analyzer, name="transfers"):

@@ -58,7 +58,8 @@ st AS (
          count(*) FILTER (WHERE phase = 'prefill') AS n_prefill,
          count(*) FILTER (WHERE phase = 'mixed') AS n_mixed,
          bool_or(family IN ('vllm', 'sglang', 'trtllm', 'phase', 'execute_model')) AS serving,
-         arg_max(name, phase IN ('decode', 'mixed')) AS decode_marker
+         -- the first decode (or mixed) step's marker: one answer, whatever the order rows are read in
+         arg_min(name, [CASE WHEN phase IN ('decode', 'mixed') THEN 0 ELSE 1 END, host_start_ns, rank]) AS decode_marker
   FROM steps GROUP BY run_id),
 cap AS (
   SELECT c.run_id,
