@@ -185,8 +185,8 @@ def test_stop_event_returns_early_and_cancels_in_flight() -> None:
     stop = threading.Event()
     seen: list[LoadProgress] = []
     with serve(Behaviour(first_token_s=0.01, token_interval_s=0.1)) as (url, _):
+        t0 = time.monotonic()  # before the timer starts: it fires 0.6 s after this or later
         threading.Timer(0.6, stop.set).start()
-        t0 = time.monotonic()
         res = run_load(LoadSpec(url, duration_s=30, concurrency=2, max_tokens=50), stop=stop,
                        on_progress=seen.append)
         took = time.monotonic() - t0
@@ -201,10 +201,10 @@ def test_finish_event_lets_in_flight_requests_complete() -> None:
     the ones in flight complete and are recorded, none cancelled."""
     finish = threading.Event()
     with serve(Behaviour(first_token_s=0.01, token_interval_s=0.1)) as (url, _):
+        t0 = time.monotonic()  # before the timer starts: it fires 0.6 s after this or later
         timer = threading.Timer(0.6, finish.set)
         timer.start()
         set_at_ns = time.time_ns() + int(0.6e9)
-        t0 = time.monotonic()
         res = run_load(LoadSpec(url, duration_s=30, concurrency=2, max_tokens=10), finish=finish)
         took = time.monotonic() - t0
     assert res.cancelled == 0 and len(res.records) == 2  # each request takes ~1 s: both in flight
