@@ -124,6 +124,13 @@ _NVTX_DOMAIN_CREATE = 75
 _PID = "(({col} >> 24) & 16777215)"
 
 
+def _case(column: str, names: dict[int, str], otherwise: str | None) -> str:
+    """SQL naming the integer ``column`` of the batch by ``names`` (else ``otherwise``, or NULL)."""
+    whens = " ".join(f"WHEN {k} THEN '{v}'" for k, v in names.items())
+    default = f"'{otherwise}'" if otherwise else "NULL"
+    return f"CASE TRY_CAST(b.{column} AS BIGINT) {whens} ELSE {default} END"
+
+
 def _pid_sql(col: str) -> str:
     return _PID.format(col=col)
 
@@ -168,7 +175,8 @@ def check_schema(path: Path, con: sqlite3.Connection) -> dict[str, set[str]]:
     """The export's tables and columns; TraceInputError when it is not a readable nsys export."""
     try:
         tables = _tables(con)
-        con.execute("SELECT count(*) FROM StringIds").fetchall() if "StringIds" in tables else None
+        if "StringIds" in tables:  # read a page: a truncated file fails here, in one line
+            con.execute("SELECT count(*) FROM StringIds").fetchall()
     except SQLITE_ERRORS as exc:
         raise TraceInputError(path, f"truncated or corrupt SQLite database ({one_line(exc)})") from None
     if not looks_like_nsys(list(tables)):
@@ -329,18 +337,18 @@ def _nvtx_query(t: dict[str, set[str]]) -> str:
     text = c("text")
     if "textId" in t[_NVTX]:
         text = f"coalesce({text}, (SELECT value FROM StringIds WHERE id = n.textId))"
-    domain = "NULL"
+    domain, join = "NULL", ""
     if "domainId" in t[_NVTX]:
         # the domain's name from its NvtxDomainCreate record (of the same process), else its id: a
         # window cut from a longer capture can lose the create record
-        same = f"AND {_pid_sql('globalTid')} = {_pid_sql('n.globalTid')}" if "globalTid" in t[_NVTX] else ""
-        domain = (f"CASE WHEN n.domainId <> 0 THEN coalesce((SELECT {_col(t, _NVTX, 'text')} FROM {_NVTX} "
-                  f"WHERE eventType = {_NVTX_DOMAIN_CREATE} AND domainId = n.domainId {same} LIMIT 1), "
-                  "'domain' || n.domainId) END")
+        domain = "CASE WHEN n.domainId <> 0 THEN coalesce(d.name, 'domain' || n.domainId) END"
+        join = (f"LEFT JOIN (SELECT {_pid_sql('globalTid')} AS pid, domainId, min({_col(t, _NVTX, 'text')}) AS name "
+                f"FROM {_NVTX} WHERE eventType = {_NVTX_DOMAIN_CREATE} GROUP BY 1, 2) d "
+                f"ON d.domainId = n.domainId AND d.pid = {_pid_sql('n.globalTid')}")
     return f"""
 SELECT n.start, n."end", n.eventType, {_pid_sql("n.globalTid")}, n.globalTid & 16777215, {text}, {domain},
        {c("category")}
-FROM {_NVTX} n
+FROM {_NVTX} n {join}
 WHERE n.eventType IN ({", ".join(map(str, (*_NVTX_RANGE_TYPES, _NVTX_MARK)))})"""
 
 
@@ -349,12 +357,16 @@ _NVTX_COLS = ("start", "end", "event_type", "pid", "tid", "text", "domain", "nvt
 # ---------------------------------------------------------------------------------------------
 # DuckDB inserts
 
-#: Rows of a rank's process whose start is an integer and whose duration fits 64 bits.
-_FROM_BATCH = """
-FROM batch b JOIN nsys_pid_rank r ON r.pid = TRY_CAST(b.pid AS BIGINT) AND r.file = $file
+def _from_batch(join: str = "") -> str:
+    """FROM the batch, its rank joined (and ``join``): rows of a rank's process whose start is an
+    integer and whose duration fits 64 bits."""
+    return f"""
+FROM batch b JOIN nsys_pid_rank r ON r.pid = TRY_CAST(b.pid AS BIGINT) AND r.file = $file {join}
 WHERE TRY_CAST(b.start AS BIGINT) IS NOT NULL
   AND TRY_CAST(coalesce(TRY_CAST(b."end" AS HUGEINT), TRY_CAST(b.start AS HUGEINT)) - TRY_CAST(b.start AS HUGEINT) AS BIGINT) IS NOT NULL
 """
+
+
 _START = "TRY_CAST(b.start AS BIGINT) + $offset_ns AS start_ns"
 # end < start: dropped and counted by ingest
 _DUR = 'TRY_CAST(coalesce(TRY_CAST(b."end" AS HUGEINT), TRY_CAST(b.start AS HUGEINT)) - TRY_CAST(b.start AS HUGEINT) AS BIGINT) AS dur_ns'
@@ -381,24 +393,24 @@ SELECT {_DEVICE_COMMON}, 'kernel' AS category, '{_KERNEL}' AS trace_category,
                 'static_shared_bytes', TRY_CAST(b.static_smem AS BIGINT),
                 'dynamic_shared_bytes', TRY_CAST(b.dynamic_smem AS BIGINT),
                 'local_bytes_per_thread', TRY_CAST(b.local_mem AS BIGINT)) AS args
-{_FROM_BATCH.replace("WHERE", "LEFT JOIN nsys_sm d ON d.file = $file AND d.pid = r.pid AND d.device = TRY_CAST(b.device AS BIGINT) WHERE", 1)}"""
+{_from_batch("LEFT JOIN nsys_sm d ON d.file = $file AND d.pid = r.pid AND d.device = TRY_CAST(b.device AS BIGINT)")}"""
 
 _COPIES = f"""
 SELECT {_DEVICE_COMMON}, 'memcpy' AS category, '{_MEMCPY}' AS trace_category,
-    'Memcpy ' || coalesce(b.kind, 'Unknown') || ' (' || coalesce(b.src, 'Unknown') || ' -> '
-        || coalesce(b.dst, 'Unknown') || ')' AS name,
-    b.kind AS kind, TRY_CAST(b.bytes AS BIGINT) AS bytes,
+    'Memcpy ' || {_case("copy_kind", _COPY_KIND, "Unknown")} || ' (' || {_case("src_kind", _MEM_KIND, "Unknown")}
+        || ' -> ' || {_case("dst_kind", _MEM_KIND, "Unknown")} || ')' AS name,
+    {_case("copy_kind", _COPY_KIND, None)} AS kind, TRY_CAST(b.bytes AS BIGINT) AS bytes,
     TRY_CAST(b.bytes AS DOUBLE) / nullif(TRY_CAST(b."end" AS DOUBLE) - TRY_CAST(b.start AS DOUBLE), 0) AS bandwidth_gbps,
     json_object('copyKind', TRY_CAST(b.copy_kind AS BIGINT), 'srcDeviceId', TRY_CAST(b.src_device AS BIGINT),
                 'dstDeviceId', TRY_CAST(b.dst_device AS BIGINT),
                 'graphNodeId', TRY_CAST(b.graph_node AS BIGINT)) AS args
-{_FROM_BATCH}"""
+{_from_batch()}"""
 
 _MEMSETS = f"""
 SELECT {_DEVICE_COMMON}, 'memset' AS category, '{_MEMSET}' AS trace_category,
-    'Memset (' || coalesce(b.mem, 'Unknown') || ')' AS name, TRY_CAST(b.bytes AS BIGINT) AS bytes,
+    'Memset (' || {_case("mem_kind", _MEM_KIND, "Unknown")} || ')' AS name, TRY_CAST(b.bytes AS BIGINT) AS bytes,
     json_object('value', TRY_CAST(b.value AS BIGINT), 'graphNodeId', TRY_CAST(b.graph_node AS BIGINT)) AS args
-{_FROM_BATCH}"""
+{_from_batch()}"""
 
 _RUNTIMES = f"""
 SELECT $run_id AS run_id, r.rank AS rank, CAST(TRY_CAST(b.pid AS BIGINT) AS VARCHAR) AS pid,
@@ -407,21 +419,21 @@ SELECT $run_id AS run_id, r.rank AS rank, CAST(TRY_CAST(b.pid AS BIGINT) AS VARC
     '{_RUNTIME}' AS trace_category, coalesce(CAST(b.name AS VARCHAR), '') AS name, {_START}, {_DUR},
     TRY_CAST(b.correlation AS BIGINT) AS correlation_id,
     json_object('returnValue', TRY_CAST(b.return_value AS BIGINT)) AS args
-{_FROM_BATCH} AND coalesce(TRY_CAST(b.event_class AS BIGINT), 0) IN (0, 1)"""
+{_from_batch()} AND coalesce(TRY_CAST(b.event_class AS BIGINT), 0) IN (0, 1)"""
 
 #: ``streamId`` / ``eventId`` of a sync record that has none (CUPTI's 32-bit "invalid" value).
 _NO_ID = 4294967295
 
 _SYNCS = f"""
 SELECT $run_id AS run_id, r.rank AS rank, CAST(TRY_CAST(b.pid AS BIGINT) AS VARCHAR) AS pid, 'sync' AS category,
-    '{_SYNC}' AS trace_category, b.name AS name, {_START}, {_DUR},
+    '{_SYNC}' AS trace_category, {_case("sync_type", _SYNC_NAME, "Unknown Sync")} AS name, {_START}, {_DUR},
     TRY_CAST(b.correlation AS BIGINT) AS correlation_id,
     CAST(nullif(TRY_CAST(b.stream AS BIGINT), {_NO_ID}) AS VARCHAR) AS stream,
     -- the record's deviceId is 0 on every GPU in the exports seen: the device of its context instead
     coalesce(x.device, TRY_CAST(b.device AS INTEGER)) AS device,
     json_object('syncType', TRY_CAST(b.sync_type AS BIGINT), 'eventId', nullif(TRY_CAST(b.event_id AS BIGINT), {_NO_ID}),
                 'contextId', TRY_CAST(b.context AS BIGINT)) AS args
-{_FROM_BATCH.replace("WHERE", "LEFT JOIN nsys_ctx x ON x.file = $file AND x.pid = r.pid AND x.context = TRY_CAST(b.context AS BIGINT) WHERE", 1)}"""
+{_from_batch("LEFT JOIN nsys_ctx x ON x.file = $file AND x.pid = r.pid AND x.context = TRY_CAST(b.context AS BIGINT)")}"""
 
 #: Sync records named from the API call that made them (``syncType``'s numbering differs between
 #: nsys versions: 1 is a device sync in one export and an event query in another), as Kineto names them.
@@ -600,6 +612,7 @@ class _FileReader:
         self.file_index = file_index
         self.read: Counter[int | None] = Counter()
         self.gpus = self._gpus()
+        self.placements = self._placements()
         self.devices = self._device_map()
 
     # -- device properties ---------------------------------------------------------------------
@@ -611,14 +624,21 @@ class _FileReader:
         names = [d[0] for d in cur.description]
         return [dict(zip(names, r)) for r in cur.fetchall()]
 
-    def _device_map(self) -> dict[tuple[int, int], dict[str, Any]]:
-        """(pid, CUDA device id) → its TARGET_INFO_GPU row, for the devices that ran work."""
-        used: set[tuple[int, int]] = set()
+    def _placements(self) -> set[tuple[int, int | None, int]]:
+        """(pid, contextId or None, CUDA device id) of every kernel, copy and memset: which devices
+        each process used, and through which contexts (read once, for devices and sync records)."""
+        out: set[tuple[int, int | None, int]] = set()
         for table in _DEVICE_TABLES:
             if table in self.tables:
-                used |= {(int(p), int(d)) for p, d in self.sq.execute(
-                    f"SELECT DISTINCT {_pid_sql('globalPid')}, deviceId FROM {table} "
+                ctx = "contextId" if "contextId" in self.tables[table] else "NULL"
+                out |= {(int(p), c if isinstance(c, int) else None, int(d)) for p, c, d in self.sq.execute(
+                    f"SELECT DISTINCT {_pid_sql('globalPid')}, {ctx}, deviceId FROM {table} "
                     "WHERE typeof(globalPid) = 'integer' AND typeof(deviceId) = 'integer'").fetchall()}
+        return out
+
+    def _device_map(self) -> dict[tuple[int, int], dict[str, Any]]:
+        """(pid, CUDA device id) → its TARGET_INFO_GPU row, for the devices that ran work."""
+        used = {(p, d) for p, _c, d in self.placements}
         by_id = {g.get("id"): g for g in self.gpus}
         cuda_to_gpu: dict[tuple[int, int], Any] = {}
         if {"gpuId", "cudaId", "pid"} <= self.tables.get("TARGET_INFO_CUDA_DEVICE", set()):
@@ -636,25 +656,19 @@ class _FileReader:
 
     def _context_table(self) -> None:
         """TEMP table nsys_ctx: (file, pid, contextId) → the CUDA device its kernels, copies and
-        memsets ran on (sync records say device 0 whatever their context)."""
+        memsets ran on (sync records say device 0 whatever their context); a context seen on two
+        devices is left out."""
         import numpy as np  # imported on use: other formats do not load NumPy
 
-        rows: set[tuple[int, int, int]] = set()
-        for table in _DEVICE_TABLES:
-            if {"contextId", "deviceId", "globalPid"} <= self.tables.get(table, set()):
-                rows |= {(int(p), int(c), int(d)) for p, c, d in self.sq.execute(
-                    f"SELECT DISTINCT {_pid_sql('globalPid')}, contextId, deviceId FROM {table} "
-                    "WHERE typeof(globalPid) = 'integer' AND typeof(contextId) = 'integer' "
-                    "AND typeof(deviceId) = 'integer'").fetchall()}
+        rows = sorted((p, c, d) for p, c, d in self.placements if c is not None)
         self.ctx.con.execute("CREATE OR REPLACE TEMP TABLE nsys_ctx (file BIGINT, pid BIGINT, context BIGINT, "
                              "device INTEGER)").fetchall()
         if rows:
-            ordered = sorted(rows)
             insert_batch(self.ctx.con, "nsys_ctx", {
-                "file": np.full(len(ordered), self.file_index, dtype=np.int64),
-                "pid": np.array([r[0] for r in ordered], dtype=np.int64),
-                "context": np.array([r[1] for r in ordered], dtype=np.int64),
-                "device": np.array([r[2] for r in ordered], dtype=np.int64)},
+                "file": np.full(len(rows), self.file_index, dtype=np.int64),
+                "pid": np.array([r[0] for r in rows], dtype=np.int64),
+                "context": np.array([r[1] for r in rows], dtype=np.int64),
+                "device": np.array([r[2] for r in rows], dtype=np.int64)},
                 select="SELECT file, pid, context, TRY_CAST(device AS INTEGER) AS device FROM batch "
                        "QUALIFY count(*) OVER (PARTITION BY file, pid, context) = 1", source=self.path)
 
@@ -688,20 +702,19 @@ class _FileReader:
         if _KERNEL in t:
             self._copy(_kernel_query(t), _KERNEL_COLS, "device_activity", _KERNELS)
         if _MEMCPY in t:
-            self._copy(_copy_query(t), _COPY_COLS, "device_activity", _COPIES, self._copy_names)
+            self._copy(_copy_query(t), _COPY_COLS, "device_activity", _COPIES)
         if _MEMSET in t:
-            self._copy(_memset_query(t), _MEMSET_COLS, "device_activity", _MEMSETS, self._memset_names)
+            self._copy(_memset_query(t), _MEMSET_COLS, "device_activity", _MEMSETS)
         if _RUNTIME in t:
             self._copy(_runtime_query(t), _RUNTIME_COLS, "host_events", _RUNTIMES)
         if _SYNC in t:
-            self._copy(_sync_query(t), _SYNC_COLS, "host_events", _SYNCS, self._sync_names)
+            self._copy(_sync_query(t), _SYNC_COLS, "host_events", _SYNCS)
             if _RUNTIME in t:
                 self.ctx.con.execute(_SYNC_BY_API, {"run_id": self.ctx.run_id}).fetchall()
         if _NVTX in t:
             self._copy(_nvtx_query(t), _NVTX_COLS, "host_events", _NVTXS)
 
-    def _copy(self, query: str, cols: Sequence[str], table: str, select: str,
-              extra: Any = None) -> None:
+    def _copy(self, query: str, cols: Sequence[str], table: str, select: str) -> None:
         """Rows of ``query`` into ``table`` through ``select``: fetched a quarter batch at a time
         (SQLite's row tuples are the transient that costs memory) and turned into NumPy columns in
         a read-ahead thread while DuckDB inserts the previous batch."""
@@ -713,7 +726,7 @@ class _FileReader:
                 parts: list[dict[str, Any]] = []
                 n = 0
                 while rows := cur.fetchmany(_FETCH_ROWS):
-                    parts.append(row_arrays(cols, rows, extra(rows, cols) if extra else {}))
+                    parts.append(row_arrays(cols, rows, {}))
                     n += len(rows)
                     del rows
                     if n >= _BATCH:
@@ -735,24 +748,6 @@ class _FileReader:
             insert_batch(self.ctx.con, table, batch, select=select, params=self.params, source=self.path)
             del batch, pids
             self.ctx.progress(n_rows, 0)
-
-    @staticmethod
-    def _copy_names(rows: list[tuple[Any, ...]], cols: Sequence[str]) -> dict[str, list[Any]]:
-        k, s, d = cols.index("copy_kind"), cols.index("src_kind"), cols.index("dst_kind")
-        return {"kind": [_COPY_KIND.get(r[k]) if isinstance(r[k], int) else None for r in rows],
-                "src": [_MEM_KIND.get(r[s]) if isinstance(r[s], int) else None for r in rows],
-                "dst": [_MEM_KIND.get(r[d]) if isinstance(r[d], int) else None for r in rows]}
-
-    @staticmethod
-    def _memset_names(rows: list[tuple[Any, ...]], cols: Sequence[str]) -> dict[str, list[Any]]:
-        m = cols.index("mem_kind")
-        return {"mem": [_MEM_KIND.get(r[m]) if isinstance(r[m], int) else None for r in rows]}
-
-    @staticmethod
-    def _sync_names(rows: list[tuple[Any, ...]], cols: Sequence[str]) -> dict[str, list[Any]]:
-        s = cols.index("sync_type")
-        return {"name": [_SYNC_NAME.get(r[s], "Unknown Sync") if isinstance(r[s], int) else "Unknown Sync"
-                         for r in rows]}
 
     # -- per-process facts ---------------------------------------------------------------------
 
@@ -804,7 +799,7 @@ class _FileReader:
             params = {"run_id": ctx.run_id, "rank": proc.rank}
             first_ns, last_ns, n_kept = rank_span(con, ctx.run_id, proc.rank)
             n_read = self.read[proc.pid] + sum(self.read[p] for p in proc.host_only)
-            if len(self.procs) == 1 or proc is self.procs[0]:
+            if proc is self.procs[0]:
                 n_read += self.read[None]  # rows without an integer process id: not stored
             devices = [int(r[0]) for r in con.execute(
                 """SELECT DISTINCT device FROM device_activity
