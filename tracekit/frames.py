@@ -122,9 +122,10 @@ class Run:
         self.store = store
         self.id = run_id
 
-    def _read(self, sql: str, params: list[Any] | None = None, *, library: bool = True) -> DataFrame:
+    def _read(self, sql: str, *, library: bool = True) -> DataFrame:
+        """``sql`` with the run id as its one parameter (``?`` / ``$1``)."""
         with _reading(self.store.path, library=library, run_id=self.id) as con:
-            return _frame(con, sql, [self.id, *(params or [])])
+            return _frame(con, sql, [self.id])
 
     def kernels(self, top: int | None = None) -> DataFrame:
         """One row per kernel name (all ranks, devices and streams), most time first: its class

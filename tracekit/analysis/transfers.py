@@ -14,7 +14,8 @@ Math, per run (one DuckDB query):
   ``pageable`` when the name says the host side is pageable memory (``Pageable``, as CUPTI writes
   it), which the driver stages through a pinned bounce buffer (and the call blocks the host);
 * ``copy_time_fraction`` = Σ copy ``dur_ns`` ÷ the device's busy time (|∪ of all device rows|);
-* exposed copy time = |∪ of all device rows| − |∪ of the rows that are not copies| per device: the
+* exposed copy time = the device's busy time (``run_window.busy_ns``: |∪ of all device rows|) −
+  |∪ of the rows that are not copies|, per device: the
   time copies run with no kernel beside them, which is what removing or overlapping them could
   save at most; ``exposed_copy_fraction`` = Σ exposed ÷ Σ ``window_ns``;
 * achieved bandwidth per direction = Σ bytes ÷ Σ ``dur_ns`` (GB/s = bytes per ns);
@@ -54,48 +55,39 @@ _DIRECTION = """CASE
     WHEN regexp_matches(x, '(?i)(DtoD|device_?to_?device|Device-to-Device)') THEN 'DtoD'
     ELSE 'other' END"""
 
-#: The run's device rows inside each device's window, as (rank, device, start, end, is a copy).
-_ROWS = """
+#: The run's device rows that are not copies, inside each device's window.
+_WORK_ROWS = """
 win AS (SELECT rank, device, window_start_ns AS ws, window_end_ns AS we FROM run_window WHERE run_id = $run),
 rows AS (
-  SELECT d.rank, d.device, d.start_ns, d.start_ns + d.dur_ns AS end_ns, d.category = 'memcpy' AS is_copy
+  SELECT d.rank, d.device, d.start_ns, d.start_ns + d.dur_ns AS end_ns
   FROM device_work d JOIN win ON win.rank = d.rank AND win.device IS NOT DISTINCT FROM d.device
    AND d.start_ns BETWEEN win.ws AND win.we
-  WHERE d.run_id = $run)"""
+  WHERE d.run_id = $run AND d.category <> 'memcpy')"""
 
-
-def _union(where: str) -> str:
-    """|∪ intervals| per (rank, device) of the ``rows`` matching ``where`` (islands: a row opens
-    one when it starts after every earlier row ended)."""
-    return f"""(SELECT rank, device, sum(island_end - start_ns) AS ns FROM (
-        SELECT rank, device, start_ns,
-               coalesce(lead(prev_end) OVER w, last_end) AS island_end FROM (
-          SELECT rank, device, start_ns, max(end_ns) OVER b AS prev_end, max(end_ns) OVER a AS last_end
-          FROM rows WHERE {where}
-          WINDOW b AS (PARTITION BY rank, device ORDER BY start_ns, end_ns ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING),
-                 a AS (PARTITION BY rank, device ORDER BY start_ns, end_ns
-                       ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING)
-          QUALIFY prev_end IS NULL OR start_ns > prev_end)
-        WINDOW w AS (PARTITION BY rank, device ORDER BY start_ns)) GROUP BY rank, device)"""
-
-
+# busy time (run_window: the union of every row) and exposed copy time = busy − the union of the
+# rows that are not copies (islands: a row opens one when it starts after every earlier row ended)
 _TOTALS = f"""
-WITH {_ROWS},
-all_u AS {_union("true")},
-work_u AS {_union("NOT is_copy")}
-SELECT sum(a.ns), sum(a.ns - coalesce(w.ns, 0)),
-       (SELECT sum(we - ws) FROM win)
-FROM all_u a LEFT JOIN work_u w USING (rank, device)"""
+WITH {_WORK_ROWS},
+work_u AS (SELECT rank, device, sum(island_end - start_ns) AS ns FROM (
+    SELECT rank, device, start_ns, coalesce(lead(prev_end) OVER w, last_end) AS island_end FROM (
+      SELECT rank, device, start_ns, max(end_ns) OVER b AS prev_end, max(end_ns) OVER a AS last_end FROM rows
+      WINDOW b AS (PARTITION BY rank, device ORDER BY start_ns, end_ns ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING),
+             a AS (PARTITION BY rank, device ORDER BY start_ns, end_ns
+                   ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING)
+      QUALIFY prev_end IS NULL OR start_ns > prev_end)
+    WINDOW w AS (PARTITION BY rank, device ORDER BY start_ns)) GROUP BY rank, device)
+SELECT sum(w.busy_ns), sum(w.busy_ns - coalesce(u.ns, 0)), sum(w.window_ns)
+FROM run_window w LEFT JOIN work_u u USING (rank, device) WHERE w.run_id = $run"""
 
 _COPIES = f"""
 WITH win AS (SELECT rank, device, window_start_ns AS ws, window_end_ns AS we FROM run_window WHERE run_id = $run),
-c AS (
-  SELECT k.rank, k.device, k.stream, k.dur_ns, k.bytes,
-         (SELECT {_DIRECTION} FROM (SELECT coalesce(k.kind, '') || ' ' || k.name AS x)) AS direction,
-         k.name ILIKE '%pageable%' AS pageable
+named AS (
+  SELECT k.rank, k.device, k.stream, k.dur_ns, k.bytes, coalesce(k.kind, '') || ' ' || k.name AS x
   FROM kernels k JOIN win ON win.rank = k.rank AND win.device IS NOT DISTINCT FROM k.device
    AND k.start_ns BETWEEN win.ws AND win.we
-  WHERE k.run_id = $run AND k.category = 'memcpy')
+  WHERE k.run_id = $run AND k.category = 'memcpy'),
+c AS (SELECT rank, device, stream, dur_ns, bytes, {_DIRECTION} AS direction, x ILIKE '%pageable%' AS pageable
+      FROM named)
 SELECT direction, pageable, count(*), sum(dur_ns), sum(bytes), count(bytes),
        -- the size copied most often (ties: the larger), its count and time
        arg_max(bytes, [n_same, bytes]) AS top_bytes, max(n_same) AS top_n, arg_max(t_same, [n_same, bytes]) AS top_ns,
