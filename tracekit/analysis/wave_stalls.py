@@ -218,7 +218,7 @@ class WaveStalls(Analyzer, name="wave_stalls"):
                t AS (SELECT name AS kernel, sum(dur_ns) AS time_ns FROM kernels
                      WHERE run_id = ? AND category = 'kernel' GROUP BY name)
                SELECT s.method, s.kernel, s.bucket, count(*), any_value(coalesce(t.time_ns, 0))
-               FROM s LEFT JOIN t USING (kernel) GROUP BY ALL""",
+               FROM s LEFT JOIN t USING (kernel) GROUP BY ALL ORDER BY ALL""",
             [run_id, run_id],
         ).fetchall()
         if not rows:
@@ -235,7 +235,7 @@ class WaveStalls(Analyzer, name="wave_stalls"):
             k["counts"][bucket] = k["counts"].get(bucket, 0) + int(n)
         kernels = []
         for k in per.values():
-            k["fractions"] = {b: c / k["samples"] for b, c in sorted(k["counts"].items(), key=lambda x: -x[1])}
+            k["fractions"] = {b: c / k["samples"] for b, c in sorted(k["counts"].items(), key=lambda x: (-x[1], x[0]))}
             if k["method"] == "stochastic":
                 k["stalled_fraction"] = 1 - k["fractions"].get("ISSUED", 0.0)
                 k["stall_weighted_ns"] = round(k["time_ns"] * k["stalled_fraction"])
@@ -441,7 +441,7 @@ class WaveStalls(Analyzer, name="wave_stalls"):
                         / nullif(sum(dur_ns) FILTER (WHERE resident_warps IS NOT NULL), 0),
                       count(*) FILTER (WHERE unplaceable),
                       count(*) FILTER (WHERE not_computed AND NOT unplaceable)
-               FROM o GROUP BY name""",
+               FROM o GROUP BY name ORDER BY name""",  # the metrics sum these rows in Python: in one order
             [DEFAULT_SHARED_MEM_PER_BLOCK_BYTES, zero_is_unknown, run_id],
         ).fetchall()
         return [

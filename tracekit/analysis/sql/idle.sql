@@ -197,12 +197,12 @@ LEFT JOIN call c ON c.run_id = g.run_id AND c.rank = g.rank AND c.device IS NOT 
 -- @column window_fraction DOUBLE idle_ns ÷ the device's window_ns (0..1)
 -- @column idle_fraction DOUBLE idle_ns ÷ the device's idle time in the window (0..1)
 -- @column longest_gap_ns BIGINT the longest gap with that cause (ns)
--- @column longest_gap_start_ns BIGINT where it starts (ns)
+-- @column longest_gap_start_ns BIGINT where it starts (ns; the earliest of equally long ones)
 CREATE OR REPLACE TEMP VIEW idle_by_cause AS
 SELECT g.run_id, g.rank, g.device, g.cause, g.cause_kind, count(*) AS n_gaps, CAST(sum(g.dur_ns) AS BIGINT) AS idle_ns,
        sum(g.dur_ns) / any_value(w.window_ns) AS window_fraction,
        sum(g.dur_ns) / nullif(any_value(w.idle_ns), 0) AS idle_fraction,
-       max(g.dur_ns) AS longest_gap_ns, arg_max(g.start_ns, g.dur_ns) AS longest_gap_start_ns
+       max(g.dur_ns) AS longest_gap_ns, arg_max(g.start_ns, [g.dur_ns, -g.start_ns]) AS longest_gap_start_ns
 FROM idle_gaps g JOIN run_window w
   ON w.run_id = g.run_id AND w.rank = g.rank AND w.device IS NOT DISTINCT FROM g.device
 GROUP BY g.run_id, g.rank, g.device, g.cause, g.cause_kind;
