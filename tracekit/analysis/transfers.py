@@ -26,9 +26,11 @@ Math, per run (one DuckDB query):
 Finding: when the exposed copy time is a share of the window that
 :func:`~tracekit.analysis.base.run_share_severity` ranks (≥ 1 % info, ≥ 5 % warning, ≥ 20 %
 critical) and at least ``MIN_EXPOSED_NS`` (100 µs). The title names the direction, bytes and
-bandwidth of the dominant copies; the advice follows the evidence: the same size repeated (keep
-the tensor resident, or prefetch it on a side stream), pageable host memory (pin it), copies on the
-streams the kernels use (a separate copy stream overlaps them). Saving = the exposed copy time (an
+bandwidth of the dominant copies ("sizes not in the trace" when it records none); the advice
+follows the evidence: the same size repeated (keep the tensor resident, or prefetch it on a side
+stream), pageable host memory (pin it), host-device copies on the streams the kernels use (a
+separate copy stream overlaps them), device-to-device copies (data moved within device memory:
+avoid or fuse them). Saving = the exposed copy time (an
 upper bound: a copy that is needed can at best be hidden behind compute). Metrics:
 ``copy_time_fraction``, ``exposed_copy_fraction``, ``htod_gbps``, ``dtoh_gbps``,
 ``pageable_copy_fraction`` (pageable copy time ÷ copy time); NULL without copies.
@@ -141,7 +143,7 @@ class Transfers(Analyzer, name="transfers"):
         bw = f", {fmt.value(nbytes / t_ns, 'GB/s')}" if nbytes and t_ns and n_sized == n else ""
         title = (f"copies take {fmt.percent(copy_ns / busy_ns)} of device busy time, "
                  f"{fmt.percent(exposed_ns / window_ns)} of the window with nothing else running: "
-                 f"{n:,} {kind} copies, {fmt.value(nbytes or 0, 'bytes')}{bw}")
+                 f"{n:,} {kind} copies, " + (f"{fmt.value(nbytes, 'bytes')}{bw}" if n_sized else "sizes not in the trace"))
         advice = []
         if direction == "HtoD" and top_n and top_n >= 8 and top_bytes and top_bytes >= 1 << 20 and top_ns >= 0.5 * t_ns:
             advice.append(f"the same {fmt.value(top_bytes, 'bytes')} host-to-device copy runs {top_n:,} times "
@@ -153,7 +155,11 @@ class Transfers(Analyzer, name="transfers"):
                           "driver stages through a pinned buffer at lower bandwidth while the calling thread waits: "
                           "pin it (pin_memory=True, cudaHostAlloc / hipHostMalloc)")
         shared = sum(1 for s in streams or [] if tuple(s) in kernel_streams)
-        if shared:
+        if direction == "DtoD":  # memory moved inside the device: another stream does not remove it
+            advice.append("device-to-device copies move data within device memory (a .contiguous(), torch.cat, "
+                          "a gradient bucket's flatten): avoid or fuse them; a separate stream would hide their "
+                          "time but not their memory traffic")
+        elif shared:
             advice.append(f"{shared} of the {len(streams)} streams these copies use also run kernels, so each copy "
                           "waits for the kernels before it and the kernels after it wait for the copy: issue copies "
                           "on their own stream (non_blocking=True from pinned memory) to overlap them with compute")
