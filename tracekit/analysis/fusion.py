@@ -272,7 +272,7 @@ class Fusion(Analyzer, name="fusion"):
             """SELECT coalesce(sum(dur_ns) FILTER (WHERE regexp_matches(lower(name), 'softmax')), 0),
                       count(*) FILTER (WHERE regexp_matches(lower(name), 'softmax')),
                       coalesce(sum(dur_ns) FILTER (WHERE kernel_class = 'attention'), 0),
-                      arg_max(name, dur_ns) FILTER (WHERE regexp_matches(lower(name), 'softmax'))
+                      arg_max(name, {'t': dur_ns, 'n': name}) FILTER (WHERE regexp_matches(lower(name), 'softmax'))
                FROM (SELECT name, any_value(kernel_class) AS kernel_class, sum(dur_ns) AS dur_ns, count(*) AS n
                      FROM device_work WHERE run_id = ? AND category = 'kernel' GROUP BY name)""",
             [run_id]).fetchall()[0]
@@ -445,7 +445,9 @@ sv AS (
 grp AS (
   SELECT first_name, last_name, n, count(*) AS n_chains, count(fused_bytes) AS n_shape, sum(t) AS t,
          sum(saving) AS saving, sum(fused_bytes) AS fused_bytes,
-         arg_max({{'rank': rank, 'device': device, 'stream': stream, 'chain': chain}}, saving) AS rep
+         -- the chain that saves most; on a tie the first by rank, device, stream, chain
+         arg_min({{'rank': rank, 'device': device, 'stream': stream, 'chain': chain}},
+                 {{'s': -saving, 'r': rank, 'd': device, 'st': stream, 'c': chain}}) AS rep
   FROM sv GROUP BY ALL),
 tot AS (
   SELECT count(*) AS n_chains, coalesce(sum(n), 0) AS n_kernels, coalesce(sum(t), 0) AS t,

@@ -239,7 +239,9 @@ class LaunchIdle(Analyzer, name="launch_idle"):
         n_dev, window, busy, trimmed, trimmed_busy, n_sessions, n_rows = (int(x or 0) for x in win)
         causes = con.execute(
             """SELECT cause_kind, cause, sum(n_gaps), sum(idle_ns), max(longest_gap_ns),
-                      arg_max(longest_gap_start_ns, longest_gap_ns), arg_max(device, longest_gap_ns)
+                      -- the longest gap; of equally long ones the earliest, then the lowest device
+                      arg_max(longest_gap_start_ns, [longest_gap_ns, -longest_gap_start_ns, -coalesce(device, -1)]),
+                      arg_max(device, [longest_gap_ns, -longest_gap_start_ns, -coalesce(device, -1)])
                FROM idle_by_cause WHERE run_id = $run GROUP BY ALL ORDER BY 4 DESC""", p).fetchall()
         by_kind: dict[str, int] = {}
         for kind, _c, _n, ns, *_ in causes:
