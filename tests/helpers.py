@@ -7,6 +7,7 @@ import hashlib
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -80,3 +81,24 @@ def distinct_copies(tmp: Path, n: int, source: Path = CPU_SAMPLE, stem: str = "c
         p.write_bytes(gzip.compress(raw, mtime=1_700_000_000 + i))
         out.append(p)
     return out
+
+
+EXAMPLE_SERVER = Path(__file__).resolve().parent.parent / "examples" / "serve_tiny_decoder.py"
+
+
+def serve_example(*args: str, env: dict[str, str] | None = None, stop_timeout: float = 120) -> Iterator[str]:
+    """Run the bundled example server (examples/serve_tiny_decoder.py, ``--port 0``) with ``args``;
+    yield its base URL once it listens; stop it with SIGTERM after, which must end it cleanly."""
+    proc = subprocess.Popen([sys.executable, str(EXAMPLE_SERVER), "--port", "0", *args],
+                            env={**os.environ, **(env or {})}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()  # blocks until the model is built and the port bound
+        assert line.startswith("listening on http://127.0.0.1:"), (line, proc.stderr and proc.stderr.read())
+        yield line.split()[-1]
+    finally:
+        proc.terminate()
+        rc = proc.wait(timeout=stop_timeout)
+        assert rc == 0, (rc, proc.stderr and proc.stderr.read()[-2000:])  # SIGTERM stops it cleanly
+

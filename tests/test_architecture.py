@@ -14,12 +14,12 @@ PACKAGE = Path(tracekit.__file__).parent
 #: Layer number → the module groups in it (a group is ``tracekit.<first name>``), lowest first.
 #: Kept in the same order and words as the table in docs/architecture.md.
 LAYERS: dict[int, tuple[str, ...]] = {
-    0: ("errors", "limits", "formatting", "names", "sql_text", "sqldoc", "outputs", "config_toml", "__version__"),
-    1: ("schema", "store", "request_rows", "lake"),
+    0: ("errors", "limits", "formatting", "names", "sql_text", "sqldoc", "outputs", "config_toml", "jsonl", "__version__"),
+    1: ("schema", "store", "request_rows", "server_metric_rows", "lake"),
     2: ("parsers",),
     3: ("ingest", "ingest_lake", "ingest_jobs", "ingest_ray"),
     4: ("analysis",),
-    5: ("queries", "compare", "report_data", "run_analysis", "run_edits"),
+    5: ("queries", "compare", "report_data", "run_analysis", "run_edits", "portfolio"),
     6: ("present",),
     7: ("exports", "check", "collectors", "frames", "xprof"),
     8: ("api", "report", ""),  # "": the package itself (tracekit/__init__.py), a facade

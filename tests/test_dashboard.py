@@ -378,7 +378,9 @@ def test_bad_url_parameters_show_a_message_not_a_traceback(browser: webdriver.Ch
         "/weekly?workload=nope": f"no runs of workload 'nope' with a capture time (workloads: {WORKLOAD})",
         "/?dir=sideways": "dir='sideways': expected asc or desc",
         "/compare?a=1&a=2": "parameter 'a' given 2 times",
-        "/nowhere": "No page '/nowhere': the pages are /, /weekly, /run, /compare.",
+        "/nowhere": "No page '/nowhere': the pages are /, /weekly, /run, /compare, /portfolio.",
+        "/portfolio?speed=-3": "speed='-3': expected a number ≥ 0",
+        "/portfolio?sheet=leased": "sheet='leased': expected rented or owned",
     }
     for url, message in cases.items():
         err = _open(browser, server + url, "#page-error")[0]

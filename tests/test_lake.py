@@ -390,13 +390,15 @@ def test_an_older_writers_run_reads_the_same_in_the_run_list(sqlite_lake: str) -
 
 
 def test_a_schema_4_lake_is_migrated_by_its_next_writer(sqlite_lake: str) -> None:
-    """A lake written at schema 4 gains the rollup columns (additively, recorded in the lake) when a
-    schema-5 writer first commits, with the rollups of the runs it held computed."""
+    """A lake written at schema 4 gains the rollup columns (schema 5) and the request sessions and
+    server metrics (schema 6), additively and recorded in the lake, when the next writer first
+    commits, with the rollups of the runs it held computed."""
     from tracekit.store import SCHEMA_VERSION
 
     _ok(run_cli("ingest", str(SAMPLES / "amd_synthetic.rpd"), "--store", sqlite_lake))
     _lake_sql(sqlite_lake, *(f"ALTER TABLE run_meta DROP COLUMN {c}" for c in _ROLLUPS),
-              "UPDATE tracekit_schema SET version = 4")
+              *(f"ALTER TABLE request_rows DROP COLUMN {c}" for c in ("session_id", "turn", "cached_tokens")),
+              "DROP TABLE server_metric_rows", "UPDATE tracekit_schema SET version = 4")
     _ok(run_cli("ingest", str(SAMPLES / "amd_synthetic_rocpd"), "--store", sqlite_lake))
     assert _rows(sqlite_lake, "SELECT max(version) FROM tracekit_schema") == [(SCHEMA_VERSION,)]
     got = _rows(sqlite_lake, """SELECT r.n_device_events = count(d.run_id), r.device_time_ns = sum(d.dur_ns)

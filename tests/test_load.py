@@ -7,14 +7,13 @@ import itertools
 import json
 import random
 import statistics
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from helpers import serve_example
 from load_server import Behaviour, State, serve
 
 from tracekit.collectors.load import (
@@ -327,19 +326,7 @@ def test_bad_inputs_are_one_line_errors(tmp_path: Path, dead_url: str) -> None:
 
 @pytest.fixture(scope="module")
 def tiny_server() -> Iterator[str]:
-    proc = subprocess.Popen(
-        [sys.executable, str(ROOT / "examples" / "serve_tiny_decoder.py"), "--port", "0"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )
-    try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()  # blocks until the model is built and the port bound
-        assert line.startswith("listening on http://127.0.0.1:"), (line, proc.stderr and proc.stderr.read())
-        yield line.split()[-1]
-    finally:
-        proc.terminate()
-        rc = proc.wait(timeout=20)
-        assert rc == 0, (rc, proc.stderr and proc.stderr.read()[-2000:])  # SIGTERM stops it cleanly
+    yield from serve_example(stop_timeout=20)
 
 
 def test_tiny_decoder_server_real_decode(tiny_server: str) -> None:

@@ -112,7 +112,7 @@ def _catalogue(con: duckdb.DuckDBPyConnection) -> list[tuple[object, ...]]:
 
 def test_a_schema_1_store_migrates_to_what_tables_sql_creates(tmp_path: Path) -> None:
     """The migration steps' frozen SQL and tables.sql agree: a store of schema 1 (no model_rows, no
-    invalid-event counts, no run rollups) migrated by a writer has the catalogue of a new store, column defaults,
+    invalid-event counts, no run rollups, no request sessions, no server_metric_rows) migrated by a writer has the catalogue of a new store, column defaults,
     order and constraints included."""
     assert set(MIGRATIONS) == set(range(1, SCHEMA_VERSION))
     con = connect(tmp_path / "new.duckdb")
@@ -124,6 +124,9 @@ def test_a_schema_1_store_migrates_to_what_tables_sql_creates(tmp_path: Path) ->
     con = duckdb.connect(str(old))
     con.execute(tables_sql())
     con.execute("DROP TABLE model_rows")
+    con.execute("DROP TABLE server_metric_rows")
+    for column in ("session_id", "turn", "cached_tokens"):
+        con.execute(f"ALTER TABLE request_rows DROP COLUMN {column}")
     for table in ("run_meta", "rank_meta"):
         con.execute(f"ALTER TABLE {table} DROP COLUMN n_invalid_events")
     for column in ("n_device_events", "n_host_events", "device_time_ns", "main_rank", "main_device"):

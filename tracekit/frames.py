@@ -105,6 +105,26 @@ class Store:
         return Comparison(result["a"], result["b"], df(result["categories"]), df(result["top_kernels"]),
                           df(result["serving"]) if result.get("serving") else pandas.DataFrame())
 
+    def portfolio(self, *, workload: str | None = None, model: str | None = None, sweep: str | None = None,
+                  price_sheet: str | Path | None = None, min_speed: float = 50.0) -> DataFrame:
+        """The portfolio's points (:func:`tracekit.portfolio.portfolio`, docs/portfolio.md): one row
+        per load-driven run with its series (hardware · precision), tokens/s per user and per
+        device, USD per 1M output tokens, whether it is on the throughput / cost frontier, and the
+        run's limiting finding; the band's answer in ``DataFrame.attrs["answer"]``.
+        ``price_sheet``: ``rented``, ``owned`` or a price sheet file (default rented)."""
+        from tracekit.analysis import library
+        from tracekit.portfolio import PriceSheet, portfolio, read_price_sheet
+
+        sheet = str(price_sheet or "rented")
+        prices = PriceSheet(sheet) if sheet in ("rented", "owned") else read_price_sheet(Path(sheet))  # type: ignore[arg-type]
+        with _reading(self.path) as con:
+            library.install(con)
+            pf = portfolio(con=con, workload=workload, model=model, sweep=sweep, prices=prices, min_speed=min_speed)
+        doc = pf.as_dict()
+        out = _pandas().DataFrame.from_records(doc["points"])
+        out.attrs["answer"] = doc["answer"]
+        return out
+
     def __repr__(self) -> str:
         return f"tracekit.Store({str(self.path)!r})"
 
@@ -192,6 +212,19 @@ class Run:
         self._analyzed(analyze)
         return self._read("SELECT analyzer, name, value, unit, better FROM metrics WHERE run_id = ? "
                           "ORDER BY analyzer, name", library=False)
+
+    def requests(self) -> DataFrame:
+        """The load driver's requests (view ``requests``: TTFT, TPOT, e2e in ns, tokens, the agentic
+        session and turn, prefix-cache hits), in the order they were sent."""
+        return self._read("SELECT * FROM requests WHERE run_id = ? ORDER BY request_id", library=False)
+
+    def server_metrics(self) -> DataFrame:
+        """The server's Prometheus samples scraped during the window (view ``server_metrics``)."""
+        return self._read("SELECT * FROM server_metrics WHERE run_id = ? ORDER BY t_ns, name, labels", library=False)
+
+    def ttft_by_turn(self) -> DataFrame:
+        """TTFT percentiles (ms) per turn of the agentic load profile (view ``ttft_by_turn``)."""
+        return self._read("SELECT * FROM ttft_by_turn WHERE run_id = ? ORDER BY turn")
 
     def query(self, sql: str) -> DataFrame:
         """A read-only statement with the SQL library scoped to this run; ``$1`` is its run id."""

@@ -43,10 +43,14 @@ from tracekit.store import connect, resolve_store, update_run_meta, utc_now
 if TYPE_CHECKING:  # pragma: no cover
     from tracekit.parsers.kineto import ReadAhead
     from tracekit.request_rows import RequestRecord
+    from tracekit.server_metric_rows import Scrape
 
 #: The request log of a capture directory (``tracekit capture`` writes it; one JSON object per
 #: request, see :func:`tracekit.request_rows.write_requests`): stored with the run.
 REQUESTS_FILE = "tracekit-requests.jsonl"
+#: The server's Prometheus scrapes of a capture window (``tracekit capture --load`` writes it when
+#: the server has a ``/metrics`` endpoint; :func:`tracekit.server_metric_rows.write_scrapes`).
+SERVER_METRICS_FILE = "tracekit-server-metrics.jsonl"
 
 #: Called as ``progress(n_events, n_bytes)`` with the trace events and input-file bytes (as on
 #: disk) processed since the last call; the total of bytes is the sum of the inputs' sizes.
@@ -65,6 +69,7 @@ class RunInput:
     input_bytes: int = 0
     #: a directory's request log (``tracekit capture`` writes it), read and checked up front
     requests: list[RequestRecord] | None = None
+    server_metrics: list[Scrape] | None = None
     #: the parser instance that will read the files (``prepare`` may already have started it)
     parser: Parser | None = None
 
@@ -200,6 +205,11 @@ def resolve_input(path: str | Path, format_name: str | None = None) -> RunInput:
         from tracekit.request_rows import read_requests
 
         requests = read_requests(p / REQUESTS_FILE)
+    scrapes = None
+    if p.is_dir() and (p / SERVER_METRICS_FILE).is_file():
+        from tracekit.server_metric_rows import read_scrapes
+
+        scrapes = read_scrapes(p / SERVER_METRICS_FILE)
     hashes = [file_sha256(f) for f in files]
     if len(files) == 1:
         content = hashes[0]
@@ -213,6 +223,7 @@ def resolve_input(path: str | Path, format_name: str | None = None) -> RunInput:
         file_hashes=hashes,
         input_bytes=sum(f.stat().st_size for f in files),
         requests=requests,
+        server_metrics=scrapes,
     )
 
 
@@ -349,6 +360,10 @@ def _write_run(con: duckdb.DuckDBPyConnection, item: RunInput, opts: RunOptions)
         from tracekit.request_rows import insert_requests
 
         insert_requests(con, item.run_id, item.requests)
+    if item.server_metrics is not None:
+        from tracekit.server_metric_rows import insert_scrapes
+
+        insert_scrapes(con, item.run_id, item.server_metrics)
     hash_of = dict(zip(item.files, item.file_hashes))
     for info in ctx.ranks:
         # a rank read from one file carries that file's hash; a rank assembled from several

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from tracekit.errors import TraceInputError
+from tracekit.jsonl import json_objects
 
 if TYPE_CHECKING:  # pragma: no cover
     import duckdb
@@ -35,7 +36,10 @@ class RequestRecord:
     successive text-carrying chunks. ``e2e_ns``: to the end of the stream, or to the failure.
     ``prompt_tokens``/``output_tokens``: from the usage chunk, else counted
     (``token_count_source``: ``"usage"`` or ``"counted"``). ``status``: HTTP status (None when no
-    response came). ``error``: None for a complete stream, else why it failed."""
+    response came). ``error``: None for a complete stream, else why it failed. ``session_id`` and
+    ``turn``: the agentic profile's conversation and turn (from 0); None for independent prompts.
+    ``cached_tokens``: prompt tokens the server served from its prefix cache
+    (``usage.prompt_tokens_details.cached_tokens``), None when it does not say."""
 
     request_id: int
     start_ns: int
@@ -47,6 +51,9 @@ class RequestRecord:
     status: int | None
     error: str | None
     token_count_source: Literal["usage", "counted"]
+    session_id: int | None = None
+    turn: int | None = None
+    cached_tokens: int | None = None
 
     @property
     def tpot_ns(self) -> float | None:
@@ -69,39 +76,28 @@ RECORD_FIELDS: dict[str, tuple[type, ...]] = {
     "e2e_ns": (int,), "prompt_tokens": (int, type(None)), "output_tokens": (int,),
     "status": (int, type(None)), "error": (str, type(None)), "token_count_source": (str,),
 }
+#: Fields a request log line may omit (logs written before schema 6 have none of them).
+OPTIONAL_FIELDS: dict[str, tuple[type, ...]] = {
+    "session_id": (int, type(None)), "turn": (int, type(None)), "cached_tokens": (int, type(None)),
+}
 
 
 def write_requests(records: Sequence[RequestRecord], path: str | Path) -> None:
     """Write ``records`` as a request log to ``path``: JSON lines, one object per request with the
     fields of :class:`RequestRecord` (ns, tokens)."""
     with open(path, "w", encoding="utf-8") as fh:
-        fh.writelines(json.dumps({k: getattr(r, k) for k in RECORD_FIELDS}) + "\n" for r in records)
+        fh.writelines(json.dumps({k: getattr(r, k) for k in (*RECORD_FIELDS, *OPTIONAL_FIELDS)}) + "\n"
+                      for r in records)
 
 
 def read_requests(path: str | Path) -> list[RequestRecord]:
     """Read a request log (see :func:`write_requests`); raise :class:`TraceInputError` naming the
     line and the problem when it is malformed."""
-    out: list[RequestRecord] = []
-    try:
-        lines = Path(path).read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise TraceInputError(path, f"cannot read the request log: {exc}") from None
-    for i, line in enumerate(lines, start=1):
-        if line.strip():
-            out.append(_record(path, i, line))
-    return out
+    return [_record(path, i, doc) for i, doc in json_objects(path, "the request log", "request")]
 
 
-def _record(path: str | Path, i: int, line: str) -> RequestRecord:
+def _record(path: str | Path, i: int, doc: dict[str, Any]) -> RequestRecord:
     """The record of line ``i`` of a request log."""
-    try:
-        doc = json.loads(line)
-    except ValueError as exc:
-        raise TraceInputError(path, f"line {i}: not JSON ({exc})") from None
-    except RecursionError:
-        raise TraceInputError(path, f"line {i}: JSON nested too deeply") from None
-    if not isinstance(doc, dict):
-        raise TraceInputError(path, f"line {i}: expected a JSON object per request")
     for key, types in RECORD_FIELDS.items():
         v = doc.get(key)
         if not isinstance(v, types) or isinstance(v, bool):
@@ -110,7 +106,11 @@ def _record(path: str | Path, i: int, line: str) -> RequestRecord:
         raise TraceInputError(path, f"line {i}: itl_ns must be a list of integers (ns)")
     if doc["token_count_source"] not in ("usage", "counted"):
         raise TraceInputError(path, f"line {i}: token_count_source must be 'usage' or 'counted'")
-    fields: dict[str, Any] = {k: doc.get(k) for k in RECORD_FIELDS}  # optional fields may be absent
+    for key, types in OPTIONAL_FIELDS.items():
+        v = doc.get(key)
+        if not isinstance(v, types) or isinstance(v, bool):
+            raise TraceInputError(path, f"line {i}: {key} of the wrong type")
+    fields: dict[str, Any] = {k: doc.get(k) for k in (*RECORD_FIELDS, *OPTIONAL_FIELDS)}  # optional: may be absent
     return RequestRecord(**fields)
 
 
@@ -118,7 +118,8 @@ def _record(path: str | Path, i: int, line: str) -> RequestRecord:
 _COLUMN_TYPES = {
     "request_id": "BIGINT", "start_ns": "BIGINT", "ttft_ns": "BIGINT", "e2e_ns": "BIGINT",
     "prompt_tokens": "BIGINT", "output_tokens": "BIGINT", "itl_ns": "BIGINT[]", "status": "INTEGER",
-    "error": "VARCHAR", "token_count_source": "VARCHAR",
+    "error": "VARCHAR", "token_count_source": "VARCHAR", "session_id": "BIGINT", "turn": "INTEGER",
+    "cached_tokens": "BIGINT",
 }
 #: Inserts a run's records handed over as one list parameter per column (``$run_id``, ``$<column>``):
 #: one statement whatever their number (``executemany``, a statement per row, takes 7x longer).

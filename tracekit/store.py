@@ -33,7 +33,7 @@ from tracekit.lake.url import is_lake, parse_lake_url
 from tracekit.limits import memory_limit_setting, temp_dir
 
 #: Version of the schema this code writes. Bump it and add a step to ``MIGRATIONS`` together.
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 DEFAULT_STORE = "tracekit.duckdb"
 
@@ -56,11 +56,12 @@ MIGRATIONS: dict[int, Migration] = {
     2: _sql_step(2),  # 2 → 3: model_rows (the model a run served)
     3: _sql_step(3),  # 3 → 4: n_invalid_events of rank_meta and run_meta
     4: _sql_step(4),  # 4 → 5: per-run rollups of run_meta (event counts, summed device time)
+    5: _sql_step(5),  # 5 → 6: request sessions/turns/cached tokens, server_metric_rows (issue 21)
 }
 
 RUN_TABLES = (
     "device_activity", "host_events", "device_meta", "rank_meta", "xla_op_costs", "xla_module_meta",
-    "counter_values", "pc_sample_rows", "finding_rows", "metric_rows", "token_length_rows", "request_rows", "model_rows", "run_meta",
+    "counter_values", "pc_sample_rows", "finding_rows", "metric_rows", "token_length_rows", "request_rows", "server_metric_rows", "model_rows", "run_meta",
 )
 
 

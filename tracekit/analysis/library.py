@@ -37,7 +37,7 @@ from tracekit.sqldoc import comment_block, parse_block, split_word, statements
 
 #: Library files in install order.
 FILES = ("classes.sql", "timeline.sql", "idle.sql", "steps.sql", "workload.sql", "fusion.sql", "communication.sql",
-         "models.sql")
+         "models.sql", "serving.sql")
 
 #: A device timeline is cut into separate sessions at gaps longer than this (ns): a run stitched
 #: from unrelated captures (days apart) is judged on its busiest session, the rest reported as
@@ -131,6 +131,8 @@ def _stub(o: SqlObject) -> str:
 #: Store views newer than schema 2, as empty stand-ins for a store opened read-only before its
 #: migration (read-only opens never migrate): an older store simply has no model attached.
 _NEWER_STORE_VIEWS = {
+    "server_metrics": ("SELECT NULL::VARCHAR AS run_id, NULL::BIGINT AS t_ns, NULL::VARCHAR AS name, "
+                       "NULL::VARCHAR AS labels, NULL::DOUBLE AS value WHERE false"),
     "run_models": (
         "SELECT NULL::VARCHAR AS run_id, NULL::VARCHAR AS model, NULL::VARCHAR AS origin, NULL::JSON AS spec, "
         "NULL::INTEGER AS tensor_parallel, NULL::VARCHAR AS tp_source, NULL::DOUBLE AS weight_bytes_fixed, "
@@ -150,6 +152,16 @@ def _older_store_stubs(con: duckdb.DuckDBPyConnection) -> None:
     for name, body in _NEWER_STORE_VIEWS.items():
         if name not in have:
             con.execute(f"CREATE OR REPLACE TEMP VIEW {name} AS {body}")
+    # a schema-5 store file read before its migration: its requests view has no session columns
+    # (schema 6). Only a store's own view: a lake's views are TEMP views of the current schema.
+    cols = con.execute(
+        "SELECT count(*), count(*) FILTER (WHERE column_name = 'turn') FROM duckdb_columns() "
+        "WHERE table_name = 'requests' AND database_name = current_database() AND schema_name = 'main'").fetchone()
+    db = con.execute("SELECT current_database()").fetchone()
+    if cols is not None and cols[0] and not cols[1] and db is not None:
+        ident = '"' + str(db[0]).replace('"', '""') + '"'
+        con.execute(f"CREATE OR REPLACE TEMP VIEW requests AS SELECT *, NULL::BIGINT AS session_id, "
+                    f"NULL::INTEGER AS turn, NULL::BIGINT AS cached_tokens FROM {ident}.main.requests")
 
 
 def install(con: duckdb.DuckDBPyConnection) -> None:

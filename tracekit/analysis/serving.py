@@ -25,6 +25,12 @@ Math (all percentiles are DuckDB ``quantile_cont``, linear interpolation):
   capture of a TP-8 server), the mean captured device price is charged for every device of the
   instance.
 
+From the server's Prometheus metrics when the capture scraped them (view
+``server_metric_summary``, docs/portfolio.md): ``server_output_tokens_per_s`` (Δ generation tokens
+over the load's period: every token produced while the load ran, not only those of the requests
+that started in the window), ``prefix_cache_hit_rate`` (Δ hits ÷ Δ queries, prompt tokens), ``kv_cache_usage_p95``, ``queue_depth_p95`` and ``preemptions`` (a ``warning`` when
+any); for the agentic load profile, TTFT per turn (view ``ttft_by_turn``, an ``info`` finding).
+
 Findings: request errors above :data:`ERROR_RATE_WARNING` (``warning``; ``critical`` from
 :data:`ERROR_RATE_CRITICAL`), with the most frequent error texts; a TTFT tail (p99 ≥
 :data:`TTFT_TAIL_RATIO` × p50 and ≥ :data:`TTFT_TAIL_MIN_MS` above it, with ≥
@@ -49,6 +55,8 @@ TTFT_TAIL_RATIO = 3.0  # p99 / p50
 TTFT_TAIL_MIN_MS = 20.0  # p99 − p50, ms
 TTFT_TAIL_MIN_REQUESTS = 20
 PROMPT_CORRELATION = 0.7
+#: A turn of the agentic profile needs this many requests in the window for its TTFT percentiles.
+TURN_MIN_REQUESTS = 5
 #: Price sheets (run tag ``price_sheet``): rented = ``price_per_hour_usd``; owned = capex amortised
 #: plus power (:meth:`tracekit.analysis.hardware.DeviceSpec.owned_per_hour_usd`).
 PRICE_SHEETS = ("rented", "owned")
@@ -76,7 +84,8 @@ LATENCIES = ("ttft", "tpot", "itl", "e2e")
 METRICS = (
     "ttft_p50_ms", "ttft_p95_ms", "ttft_p99_ms", "tpot_p50_ms", "tpot_p95_ms", "tpot_p99_ms", "itl_p95_ms",
     "e2e_p95_ms", "output_tokens_per_s", "output_tokens_per_s_per_user", "requests_per_s", "request_error_rate",
-    "usd_per_1m_output_tokens",
+    "usd_per_1m_output_tokens", "server_output_tokens_per_s", "prefix_cache_hit_rate", "kv_cache_usage_p95",
+    "queue_depth_p95", "preemptions",
 )
 
 
@@ -184,7 +193,67 @@ class Serving(Analyzer, name="serving"):
                 "docs/hardware.md).",
                 {**evidence, "output_tokens_per_s": tokens_per_s, "token_count_sources": sources},
             ))
+        self._server(con, run_id, res)
+        turns = self._turns(con, run_id)
+        if turns is not None:
+            res.findings.append(turns)
         return res
+
+    @staticmethod
+    def _server(con: duckdb.DuckDBPyConnection, run_id: str, res: AnalyzerResult) -> None:
+        """The server's own figures over the window (view ``server_metric_summary``), when it was scraped."""
+        row = con.execute(
+            """SELECT scrapes, prefix_cache_hit_rate, kv_cache_usage_p95, queue_depth_p95, preemptions,
+                      output_tokens_per_s
+               FROM server_metric_summary WHERE run_id = ?""", [run_id]).fetchone()
+        if row is None:
+            return
+        scrapes, hit, kv95, q95, pre, server_tps = row
+        res.metrics.extend([
+            Metric("server_output_tokens_per_s", server_tps, "tokens/s", "higher"),
+            Metric("prefix_cache_hit_rate", hit, "fraction", "higher"),
+            Metric("kv_cache_usage_p95", kv95, "fraction", "lower"),
+            Metric("queue_depth_p95", q95, "requests", "lower"),
+            Metric("preemptions", pre, "requests", "lower"),
+        ])
+        if pre:
+            res.findings.append(Finding(
+                "warning", f"{pre:.0f} requests preempted: the KV cache ran full",
+                f"The server preempted {pre:.0f} running requests in the window (KV-cache usage p95 "
+                + (f"{100 * kv95:.0f} %" if kv95 is not None else "unknown")
+                + "): their KV blocks were freed and their prefill is recomputed (or swapped back), which "
+                "costs throughput and lengthens their latency. More KV-cache memory (a higher "
+                "gpu-memory-utilization, a smaller weight or KV dtype, more tensor parallelism) or fewer "
+                "concurrent sequences (max-num-seqs) stops it.",
+                {"preemptions": pre, "kv_cache_usage_p95": kv95, "scrapes": scrapes},
+            ))
+
+    @staticmethod
+    def _turns(con: duckdb.DuckDBPyConnection, run_id: str) -> Finding | None:
+        """How TTFT grows over an agentic session's turns (view ``ttft_by_turn``)."""
+        rows = con.execute(
+            """SELECT turn, requests, prompt_tokens_mean, cached_share, ttft_p50_ms, ttft_p95_ms, ttft_p99_ms
+               FROM ttft_by_turn WHERE run_id = ? AND requests >= ? ORDER BY turn""",
+            [run_id, TURN_MIN_REQUESTS]).fetchall()
+        if len(rows) < 2:
+            return None
+        first, last = rows[0], rows[-1]
+        cached = [r[3] for r in rows if r[3] is not None]
+        per_turn = [{"turn": int(r[0]), "requests": int(r[1]), "prompt_tokens_mean": r[2], "cached_share": r[3],
+                     "ttft_p50_ms": r[4], "ttft_p95_ms": r[5], "ttft_p99_ms": r[6]} for r in rows]
+        growth = last[5] / first[5] if first[5] else None
+        return Finding(
+            "info",
+            f"TTFT p95 {first[5]:.1f} ms at turn {first[0]} → {last[5]:.1f} ms at turn {last[0]}"
+            + (f" ({growth:.1f}×)" if growth else ""),
+            f"Each turn of a session re-sends the whole conversation: the mean prompt grows from "
+            f"{first[2]:.0f} to {last[2]:.0f} tokens over {len(rows)} turns"
+            + (f", and the server's prefix cache served {100 * cached[-1]:.0f} % of the last turn's prompt "
+               f"tokens ({100 * cached[0]:.0f} % of the first's)" if len(cached) >= 2 else "")
+            + ". What is not served from the cache is prefilled again, so the tail of time to first token "
+            "follows the context; prefix-aware routing keeps a session on the server that holds its prefix.",
+            {"turns": per_turn, "ttft_p95_growth": growth},
+        )
 
     @staticmethod
     def _errors(con: duckdb.DuckDBPyConnection, run_id: str, n: int, n_err: int, rate: float) -> Finding:

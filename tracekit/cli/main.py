@@ -761,6 +761,74 @@ def report(
     out.print(str(path))
 
 
+def _price_sheet(value: str) -> str:
+    """``--price-sheet``: ``rented``, ``owned`` or an existing file."""
+    if value not in ("rented", "owned") and not Path(value).is_file():
+        raise BadValue(value, "expected rented, owned or a price sheet file (TOML, docs/portfolio.md)")
+    return value
+
+
+@app.command()
+def portfolio(
+    store: StoreOpt = None,
+    workload: Annotated[str | None, typer.Option(help="Only runs of this workload name.")] = None,
+    model: Annotated[str | None, typer.Option(help="Only runs of this model (tag model, the attached model, "
+                                                   "or the model the load sent).")] = None,
+    sweep: Annotated[str | None, typer.Option(help="Only the runs of this sweep id (or a prefix of one).")] = None,
+    price_sheet: Annotated[
+        str, typer.Option(help="rented or owned (the hardware catalog's prices, docs/hardware.md), or a price "
+                          "sheet FILE with prices per hardware name (docs/portfolio.md).", callback=_price_sheet,
+                          envvar="TRACEKIT_PRICE_SHEET")
+    ] = "rented",
+    min_speed: Annotated[
+        float, typer.Option(help="The speed band to answer for: output tokens/s per user, at least.", min=0.0)
+    ] = 50.0,
+    fmt: Annotated[
+        str, typer.Option("--format", "-f", help="table, csv (one row per point) or json.", callback=TABLE_FORMATS)
+    ] = "table",
+) -> None:
+    """Which hardware serves a model cheapest at a given speed: per hardware (and precision), output
+    tokens/s per device and USD per 1M output tokens against tokens/s per user, with their Pareto
+    frontiers, from load-driven runs (tracekit capture --load, --sweep).
+
+    \b
+    tracekit portfolio --model tiny-decoder --min-speed 50
+    tracekit portfolio --price-sheet prices.toml --format json
+    """
+    from tracekit.api import portfolio as build
+    from tracekit.api import read_price_sheet
+    from tracekit.portfolio import PriceSheet
+
+    try:
+        prices = (PriceSheet(price_sheet) if price_sheet in ("rented", "owned")  # type: ignore[arg-type]
+                  else read_price_sheet(Path(price_sheet)))
+        pf = build(store, workload=workload, model=model, sweep=sweep, prices=prices, min_speed=min_speed)
+    except TracekitError as exc:
+        fail(str(exc))
+        return
+    if fmt == "json":
+        sys.stdout.write(json.dumps(pf.as_dict(), indent=2, default=str) + "\n")
+        return
+    cols = ["series", "run_id", "sweep_value", "prompt_tokens", "output_tokens", "per_user", "per_device",
+            "usd_per_1m", "frontier", "ttft_p95_ms", "prefix_cache_hit_rate", "mbu", "mfu", "limit"]
+    rows = []
+    for name, pts in pf.series().items():
+        for p in pts:
+            frontier = "".join(x for x, on in (("T", p.on_throughput_frontier), ("C", p.on_cost_frontier)) if on)
+            rows.append((name, p.run_id, p.sweep_value, p.prompt_tokens_mean, p.output_tokens_mean, p.per_user,
+                         p.per_device, p.usd_per_1m, frontier or "-", p.ttft_p95_ms, p.prefix_cache_hit_rate, p.mbu,
+                         p.mfu, p.top_finding["title"] if p.top_finding else None))
+    if fmt == "csv":
+        _emit(cols, rows, "csv")
+        return
+    if not rows:
+        err.print("no load-driven runs match (capture with --load, or --sweep, to get some)", markup=False)
+        return
+    _emit(cols, rows, "table", title=f"portfolio: {pf.prices.sheet} prices ({pf.prices.source}); tokens/s per user "
+                                     "and per device, USD per 1M output tokens; frontier T = throughput, C = cost")
+    err.print(pf.answer.sentence(), markup=False)
+
+
 @app.command()
 def compare(
     run_a: Annotated[str, typer.Argument(help="Baseline run id (A).", show_default=False)],
@@ -909,23 +977,52 @@ class LoadOptions(NamedTuple):
     ] = None
     endpoint: Annotated[str, typer.Option(help="Load: completions or chat.",
                                           callback=choice("completions", "chat"))] = "completions"
+    profile: Annotated[
+        str, typer.Option("--load-profile", help="Load: independent prompts, or agentic multi-turn sessions "
+                          "(each turn re-sends the conversation so far; --concurrency sessions at once).",
+                          callback=choice("independent", "agentic"))
+    ] = "independent"
+    turns: Annotated[int, typer.Option(help="Agentic load: turns per session.")] = 8
+    system_tokens: Annotated[int, typer.Option(help="Agentic load: words of a system prompt every session shares.")] = 0
+    think_time: Annotated[float, typer.Option(help="Agentic load: seconds between an answer and the next turn.")] = 0.0
+    subagent_every: Annotated[int, typer.Option(help="Agentic load: turns between sub-agent bursts.")] = 4
+    turn_tokens: Annotated[str, typer.Option(help=(
+        "Agentic load: tokens each later turn adds (a tool result or a user message), a length distribution "
+        "as --prompt-tokens; the first turn has --prompt-tokens."))] = "fixed:64"
+    subagents: Annotated[int, typer.Option(help=(
+        "Agentic load: sub-agent requests sent at once on the session's context every --subagent-every turns "
+        "(their answers join the context)."))] = 0
+    sweep: Annotated[
+        str | None,
+        typer.Option(metavar="PARAM=V,V,…", help="Capture once per load setting against the same server, each "
+                     "point a run tagged with the sweep: concurrency=1,2,4,… or rate=0.5,1,2 (requests/s). Each "
+                     "window opens after --warmup and the load's steady state (docs/portfolio.md).",
+                     show_default=False),
+    ] = None
 
     def spec(self, duration: float | None, warmup: float, ready_timeout: float) -> "LoadSpec | None":
         """The load driver's spec (None without ``--load``); ``--load`` needs a ``--duration``.
         Times in seconds."""
         if self.url is None:
+            if self.sweep is not None:
+                fail("--sweep varies the load: give --load URL")
             return None
         from tracekit.collectors.load import LoadSpec
 
         if duration is None:
             fail("--load needs --duration (the window the load and the capture share)")
+        rate_sweep = self.sweep is not None and self.sweep.strip().lower().startswith("rate")
+        default_clients = None if self.rate is not None or rate_sweep else 4
         return LoadSpec(
             # ended by the capture when its window closes (the window opens only once a process
             # is profiling, which can take a while): the duration is just a bound
             url=self.url, duration_s=warmup + (duration or 0) + ready_timeout + 3600.0,
-            concurrency=self.concurrency if self.concurrency is not None or self.rate is not None else 4,
+            concurrency=self.concurrency if self.concurrency is not None else default_clients,
             rate_rps=self.rate, prompts_file=self.prompts, prompt_tokens=self.prompt_tokens,
             max_tokens=self.max_tokens, model=self.served_model, endpoint=self.endpoint,  # type: ignore[arg-type]
+            profile=self.profile, turns=self.turns, turn_tokens=self.turn_tokens,  # type: ignore[arg-type]
+            think_s=self.think_time, subagents=self.subagents, subagent_every=self.subagent_every,
+            system_tokens=self.system_tokens,
         )
 
 
@@ -1039,6 +1136,8 @@ def capture(  # noqa: PLR0913 - one parameter per CLI option
     tracekit capture --attach 10.0.0.2:9012 --duration 5
     tracekit capture --backend rocprof --counters stalls --duration 10 -- python serve.py
     tracekit capture --server vllm http://127.0.0.1:8000 --duration 10 --load http://127.0.0.1:8000
+    tracekit capture --server vllm URL --duration 5 --warmup 5 --load URL --sweep concurrency=1,2,4,8,16
+    tracekit capture --server vllm URL --duration 20 --load URL --load-profile agentic --turns 10
     \b
     Ctrl-C closes the window early; what was captured is still ingested.
     """
@@ -1052,6 +1151,10 @@ def capture(  # noqa: PLR0913 - one parameter per CLI option
     spec = what.spec(load_options.spec(what.duration, what.warmup, ready_timeout), ready_timeout)
     stop = threading.Event()
     store_path = _store(store)
+    if load_options.sweep is not None:
+        _capture_sweep(spec, load_options.sweep, store_path, label=label, workload=workload, tags=tags,
+                       analyze_run=analyze_run, as_json=as_json, model_choice=model_choice, stop=stop)
+        return
     display = _CaptureDisplay(store_path, what.duration, with_load=spec.load is not None,
                               live=err.is_terminal and not as_json)
     try:
@@ -1074,6 +1177,63 @@ def capture(  # noqa: PLR0913 - one parameter per CLI option
     _print_capture(result, run, findings, store_path, with_load=spec.load is not None, as_json=as_json)
 
 
+
+
+def _capture_sweep(spec: "CaptureSpec", sweep_text: str, store_path: "StoreLocation", *, label: str | None,  # noqa: PLR0913 - capture's options, passed on
+                   workload: str | None, tags: dict[str, str], analyze_run: bool, as_json: bool,
+                   model_choice: ModelChoice, stop: Any) -> None:
+    """``capture --sweep``: one capture per point (:mod:`tracekit.collectors.sweep`), each run
+    analyzed as it is stored; a table of the points on stderr (or JSON), the run ids on stdout."""
+    from tracekit.collectors.sweep import SweepPoint, parse_sweep, run_sweep
+
+    rows: list[dict[str, Any]] = []
+
+    def analyzed(point: SweepPoint) -> None:
+        model_choice.attach([point.run.run_id], store_path)
+        findings = None
+        if analyze_run and (point.run.created or model_choice.model is not None):
+            import time
+
+            from tracekit.api import analyze_runs
+
+            t0 = time.monotonic()
+            findings = analyze_runs([point.run.run_id], store_path)
+            point.result.timings["analyzing"] = time.monotonic() - t0
+        window = point.result.window_requests()
+        summary = window.summary().as_dict() if window is not None else None
+        rows.append({"point": point.index, "value": point.value, "run_id": point.run.run_id,
+                     "created": point.run.created, "out_dir": str(point.result.out_dir), "requests": summary,
+                     "server_metric_scrapes": len(window.server_metrics) if window is not None else 0,
+                     "notes": point.result.notes, "timings_s": point.result.timings, "findings": findings})
+        if not as_json:
+            s = summary or {}
+            tps, tpot = s.get("output_tokens_per_s"), s.get("tpot_p50_ms")
+            err.print(f"point {point.index} {sweep.param}={sweep.label(point.value)}: run {point.run.run_id} · "
+                      f"{s.get('requests', 0)} requests · TTFT p50 "
+                      + ("n/a" if s.get("ttft_p50_ms") is None else f"{s['ttft_p50_ms']:.1f} ms")
+                      + " · " + ("n/a" if tps is None else f"{tps:.1f}") + " output tokens/s · "
+                      + ("n/a" if not tpot else f"{1000 / tpot:.1f}") + " tokens/s per user", markup=False)
+            for note in point.result.notes:
+                err.print(f"note: {note}", markup=False)
+
+    try:
+        sweep = parse_sweep(sweep_text)
+        display = _CaptureDisplay(store_path, spec.duration_s, with_load=True, live=err.is_terminal and not as_json)
+        with display:
+            sweep_id, base, _points = _interruptible(lambda: run_sweep(
+                spec, sweep, store_path, label=label, workload=workload, tags=tags, stop=stop,
+                on_status=display.show, on_point=analyzed), stop)
+    except TracekitError as exc:
+        fail(str(exc))
+        return
+    if as_json:
+        sys.stdout.write(json.dumps({"sweep_id": sweep_id, "param": sweep.param, "out_dir": str(base),
+                                     "points": rows}, indent=2, default=str) + "\n")
+        return
+    err.print(f"sweep {sweep_id}: {len(rows)} of {len(sweep.values)} points stored in {store_path} "
+              f"(traces under {base}); see them with: tracekit portfolio --sweep {sweep_id}", markup=False)
+    for r in rows:
+        out.print(r["run_id"], markup=False)
 
 
 class _CaptureDisplay:
@@ -1209,15 +1369,19 @@ def dashboard(
         str, typer.Option(help="Address to listen on; anything but loopback is reachable from the network.")
     ] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="TCP port.", callback=int_range(1, 65535, "expected 1..65535"))] = 8050,
+    price_sheet: Annotated[
+        Path | None, typer.Option(help="The Portfolio page's price sheet file (docs/portfolio.md).",
+                                  envvar="TRACEKIT_PRICE_SHEET", show_default=False)
+    ] = None,
 ) -> None:
-    """Serve the Dash dashboard (Runs, Weekly review, Run, Compare) over the store, read-only."""
+    """Serve the Dash dashboard (Runs, Weekly review, Run, Compare, Portfolio) over the store, read-only."""
     import socket
 
     from tracekit.dashboard import create_app, is_loopback
 
     store_path = _store(store)
     try:
-        dash_app = create_app(store_path)
+        dash_app = create_app(store_path, price_sheet)
     except TracekitError as exc:
         fail(str(exc))
         return

@@ -155,13 +155,17 @@ def _capture_into(spec: CaptureSpec, out_dir: Path, stop: threading.Event | None
 
 def _write_capture_files(spec: CaptureSpec, result: CaptureResult) -> None:
     """The window's request log (read back by ``tracekit ingest DIR``) and what was captured how."""
-    from tracekit.ingest import REQUESTS_FILE
+    from tracekit.ingest import REQUESTS_FILE, SERVER_METRICS_FILE
 
     requests = result.window_requests()
     if requests is not None:
         from tracekit.collectors.load import write_requests
+        from tracekit.server_metric_rows import write_scrapes
 
         write_requests(requests.records, result.out_dir / REQUESTS_FILE)
+        if requests.server_metrics:
+            write_scrapes(requests.server_metrics, result.out_dir / SERVER_METRICS_FILE)
+        result.notes.extend(requests.notes)
     (result.out_dir / CAPTURE_FILE).write_text(json.dumps({
         "backend": spec.backend, "command": spec.command, "attach": spec.attach, "server": spec.server,
         "server_url": spec.server_url, "duration_s": spec.duration_s, "warmup_s": spec.warmup_s,
@@ -172,7 +176,12 @@ def _write_capture_files(spec: CaptureSpec, result: CaptureResult) -> None:
         "load": None if spec.load is None else {
             "url": spec.load.url, "concurrency": spec.load.concurrency, "rate_rps": spec.load.rate_rps,
             "prompt_tokens": spec.load.prompt_tokens, "max_tokens": spec.load.max_tokens,
-            "endpoint": spec.load.endpoint, "requests_in_window": len(requests.records) if requests else 0},
+            "endpoint": spec.load.endpoint, "requests_in_window": len(requests.records) if requests else 0,
+            "profile": spec.load.profile, "turns": spec.load.turns, "turn_tokens": spec.load.turn_tokens,
+            "think_s": spec.load.think_s, "subagents": spec.load.subagents,
+            "subagent_every": spec.load.subagent_every, "steady_state": spec.steady_state,
+            "server_metric_scrapes": len(requests.server_metrics) if requests else 0,
+            "server_metric_errors": requests.server_metrics_errors if requests else []},
         "notes": result.notes,
     }, indent=1) + "\n")
 
@@ -195,6 +204,10 @@ def capture_and_ingest(
 
     result = capture(spec, stop=stop, on_status=on_status, store=store)
     run_tags = {"capture_backend": spec.backend or ("attach" if spec.attach else str(spec.server))}
+    if result.load is not None and result.load.model:
+        run_tags["served_model"] = result.load.model  # the model the load asked for (view portfolio_runs)
+    if spec.load is not None and "load_profile" not in (tags or {}):
+        run_tags["load_profile"] = spec.load.profile
     run_tags.update(tags or {})
     if on_status is not None:
         w = ((result.window_end_ns or 0) - (result.window_start_ns or 0)) / 1e9 if result.window_start_ns else None

@@ -48,11 +48,11 @@ def check_store(store: str | Path) -> str | Path:
     return path
 
 
-def create_app(store: str | Path) -> dash.Dash:
+def create_app(store: str | Path, price_sheet: Path | None = None) -> dash.Dash:
     """The Dash app over ``store`` (see :func:`tracekit.dashboard.app.create_app`)."""
     from tracekit.dashboard.app import create_app as _create
 
-    return _create(check_store(store))
+    return _create(check_store(store), price_sheet)
 
 
 __all__ = ["DEFAULT_HOST", "DEFAULT_PORT", "check_store", "create_app", "is_loopback"]

@@ -1,4 +1,4 @@
-"""The Dash app: four pages routed from the URL, each rendered on the server from one read-only
+"""The Dash app: five pages routed from the URL, each rendered on the server from one read-only
 connection that is opened for the request and closed after it (so ``tracekit ingest`` can take
 the store's write lock between page loads).
 
@@ -9,6 +9,9 @@ URL scheme (every filter and selection is a query parameter, so a view can be pa
 * ``/weekly`` — Weekly review: ``workload``, ``week`` (a Monday, ``YYYY-MM-DD``; default latest).
 * ``/run`` — one run: ``run``.
 * ``/compare`` — two runs: ``a`` (baseline), ``b``.
+* ``/portfolio`` — which hardware serves a model cheapest at a speed (:mod:`tracekit.portfolio`):
+  ``model``, ``workload``, ``sweep`` (filters), ``speed`` (the band, output tokens/s per user,
+  default 50), ``sheet`` (``rented``/``owned``; default the price sheet file's, else rented).
 * ``/download/perfetto/<run>.json`` — the run's Chrome-trace export
   (:func:`tracekit.present.perfetto.write_chrome_trace`).
 
@@ -548,10 +551,135 @@ def page_compare(con: duckdb.DuckDBPyConnection, params: dict[str, list[str]], s
 
 
 # ---------------------------------------------------------------------------------------------
+# Portfolio
+
+#: One colour per series of the portfolio plots (plotly's default sequence).
+_SERIES_COLOURS = ("#636efa", "#ef553b", "#00cc96", "#ab63fa", "#ffa15a", "#19d3f3", "#ff6692", "#b6e880")
+
+
+def _portfolio_figure(pf: Any, y: str, title: str, ylabel: str, band: float, ylog: bool = False) -> dict[str, Any]:
+    """Per series: every point (markers) and its Pareto frontier (a line through the frontier's
+    points); a dashed line at the band. ``customdata`` is the run id (a click opens the run)."""
+    traces: list[dict[str, Any]] = []
+    flag = "on_throughput_frontier" if y == "per_device" else "on_cost_frontier"
+    for i, (name, pts) in enumerate(pf.series().items()):
+        pts = [p for p in pts if p.per_user is not None and getattr(p, y) is not None]
+        colour = _SERIES_COLOURS[i % len(_SERIES_COLOURS)]
+        text = [f"run {p.run_id}<br>{p.sweep_param or 'load'} {fmt.value(p.sweep_value, '')}" for p in pts]
+        traces.append({"type": "scatter", "mode": "markers", "name": f"{name} (points)", "legendgroup": name,
+                       "x": [p.per_user for p in pts], "y": [getattr(p, y) for p in pts], "text": text,
+                       "customdata": [p.run_id for p in pts], "marker": {"color": colour, "opacity": 0.45, "size": 8},
+                       "showlegend": False, "hovertemplate": "%{text}<br>%{x:.1f} tok/s/user<br>%{y:.4g}<extra></extra>"})
+        front = [p for p in pts if getattr(p, flag)]
+        traces.append({"type": "scatter", "mode": "lines+markers", "name": name, "legendgroup": name,
+                       "x": [p.per_user for p in front], "y": [getattr(p, y) for p in front],
+                       "customdata": [p.run_id for p in front], "text": [f"run {p.run_id}" for p in front],
+                       "line": {"color": colour, "width": 2}, "marker": {"color": colour, "size": 10},
+                       "hovertemplate": "%{text}<br>%{x:.1f} tok/s/user<br>%{y:.4g}<extra>frontier</extra>"})
+    layout: dict[str, Any] = {
+        "xaxis": {"title": {"text": "output tokens/s per user (1000 ÷ TPOT p50)"}},
+        "yaxis": {"title": {"text": ylabel}, **({"type": "log"} if ylog else {})},
+        "shapes": [{"type": "line", "xref": "x", "yref": "paper", "x0": band, "x1": band, "y0": 0, "y1": 1,
+                    "line": {"dash": "dash", "color": "#888"}}],
+        "legend": {"orientation": "h", "y": -0.25},
+    }
+    return _figure(traces, title, 380, **layout)
+
+
+def page_portfolio(con: duckdb.DuckDBPyConnection, params: dict[str, list[str]], price_sheet: Path | None) -> list[Any]:
+    from tracekit.portfolio import DEFAULT_MIN_SPEED, PriceSheet, portfolio, read_price_sheet
+
+    speed_text = _one(params, "speed", f"{DEFAULT_MIN_SPEED:g}")
+    try:
+        speed = float(speed_text)
+    except ValueError:
+        raise PageError(f"speed={speed_text!r}: expected a number (output tokens/s per user)") from None
+    if not speed >= 0:
+        raise PageError(f"speed={speed_text!r}: expected a number ≥ 0")
+    prices = read_price_sheet(price_sheet) if price_sheet is not None else PriceSheet()
+    sheet = _one(params, "sheet", prices.sheet)
+    if sheet not in ("rented", "owned"):
+        raise PageError(f"sheet={sheet!r}: expected rented or owned")
+    if sheet != prices.sheet:
+        prices = read_price_sheet(price_sheet, sheet) if price_sheet is not None else PriceSheet(sheet)  # type: ignore[arg-type]
+    model = _one(params, "model") or None
+    workload = _one(params, "workload") or None
+    sweep = _one(params, "sweep") or None
+    pf = portfolio(con=con, model=model, workload=workload, sweep=sweep, prices=prices, min_speed=speed)
+    models = sorted({p.model for p in portfolio(con=con, prices=prices).points if p.model})
+    controls = html.Div([
+        html.Label("model "),
+        dcc.Dropdown(id="portfolio-model", options=models, value=model, placeholder="every model",
+                     style={"width": "18rem", "display": "inline-block"}),
+        html.Label(" at least ", style={"marginLeft": "1rem"}),
+        dcc.Input(id="portfolio-speed", type="number", value=speed, min=0, debounce=True, style={"width": "6rem"}),
+        html.Label(" tokens/s per user · prices ", style={"marginLeft": ".3rem"}),
+        dcc.Dropdown(id="portfolio-sheet", options=["rented", "owned"], value=sheet, clearable=False,
+                     style={"width": "8rem", "display": "inline-block"}),
+    ])
+    out: list[Any] = [html.H2("Portfolio: which hardware serves it cheapest at a speed"), controls]
+    if not pf.points:
+        out.append(_note("No load-driven runs match: capture with --load (and --sweep for a curve); "
+                         "see docs/portfolio.md.", "portfolio-empty"))
+        return out
+    out.append(html.P(pf.answer.sentence(), id="portfolio-answer", className="answer"))
+    out.append(html.Div([
+        html.Div(dcc.Graph(id="portfolio-throughput", config={"displayModeBar": False},
+                           figure=_portfolio_figure(pf, "per_device", "Throughput per device vs speed per user",
+                                                    "output tokens/s per device", speed)),
+                 style={"width": "49%", "display": "inline-block"}),
+        html.Div(dcc.Graph(id="portfolio-cost", config={"displayModeBar": False},
+                           figure=_portfolio_figure(pf, "usd_per_1m", f"USD per 1M output tokens ({sheet} prices)",
+                                                    "USD per 1M output tokens", speed, ylog=True)),
+                 style={"width": "49%", "display": "inline-block"}),
+    ]))
+    rows = []
+    for name, pts in pf.series().items():
+        for p in pts:
+            rows.append({
+                "series": name, "run": f"[{p.run_id}](/run?run={p.run_id})",
+                "point": (f"{p.sweep_param} {fmt.value(p.sweep_value, '')}" if p.sweep_param
+                          else f"{p.load_profile or 'load'} (no sweep)"),
+                "in/out tokens": (fmt.UNKNOWN if p.prompt_tokens_mean is None or p.output_tokens_mean is None
+                                  else f"{p.prompt_tokens_mean:.0f}/{p.output_tokens_mean:.0f}"),
+                "tok/s/user": fmt.value(p.per_user, ""), "tok/s/device": fmt.value(p.per_device, ""),
+                "$/1M tokens": fmt.UNKNOWN if p.usd_per_1m is None else f"{p.usd_per_1m:.2f}",
+                "frontier": "".join(x for x, on in (("T", p.on_throughput_frontier), ("C", p.on_cost_frontier))
+                                    if on) or "-",
+                "TTFT p95 ms": fmt.value(p.ttft_p95_ms, ""),
+                "prefix hit": fmt.UNKNOWN if p.prefix_cache_hit_rate is None else f"{100 * p.prefix_cache_hit_rate:.0f}%",
+                "MBU": fmt.UNKNOWN if p.mbu is None else f"{100 * p.mbu:.0f}%",
+                "MFU": fmt.UNKNOWN if p.mfu is None else f"{100 * p.mfu:.0f}%",
+                "limit": p.top_finding["title"] if p.top_finding else "",
+            })
+    cols = list(rows[0])
+    out.append(html.H3("Points (T: on the throughput frontier, C: on the cost frontier)"))
+    out.append(DataTable(
+        id="portfolio-points", data=rows,
+        columns=[{"name": c, "id": c, **({"presentation": "markdown"} if c == "run" else {})} for c in cols],
+        style_cell={"fontFamily": "inherit", "fontSize": ".82rem", "textAlign": "left", "maxWidth": "420px",
+                    "overflow": "hidden", "textOverflow": "ellipsis", "padding": "3px 6px"},
+        style_header={"fontWeight": "bold", "background": "#f4f4f4"}, page_size=50,
+        markdown_options={"link_target": "_self"}))
+    return out
+
+
+def _portfolio_click(throughput: dict[str, Any] | None, cost: dict[str, Any] | None) -> str:
+    """A click on a point of either plot opens its run."""
+    trigger = dash.callback_context.triggered_id
+    click = throughput if trigger == "portfolio-throughput" else cost
+    points = (click or {}).get("points") or []
+    rid = points[0].get("customdata") if points else None
+    if not rid or not _RUN_ID.match(str(rid)):
+        raise dash.exceptions.PreventUpdate
+    return f"/run?run={rid}"
+
+
+# ---------------------------------------------------------------------------------------------
 # Routing and the app
 
 
-PAGES = {"/": "Runs", "/weekly": "Weekly review", "/run": "Run", "/compare": "Compare"}
+PAGES = {"/": "Runs", "/weekly": "Weekly review", "/run": "Run", "/compare": "Compare", "/portfolio": "Portfolio"}
 
 
 #: The lakes this process reads, each attached once (:class:`tracekit.lake.readers.ReaderPool`).
@@ -577,8 +705,10 @@ def _page_connection(store: str | Path) -> Iterator[duckdb.DuckDBPyConnection]:
         close(con)
 
 
-def render_page(store: str | Path, pathname: str | None, search: str | None) -> list[Any]:
-    """The components of the page at ``pathname`` + ``search`` (what the router callback returns)."""
+def render_page(store: str | Path, pathname: str | None, search: str | None,
+                price_sheet: Path | None = None) -> list[Any]:
+    """The components of the page at ``pathname`` + ``search`` (what the router callback returns);
+    ``price_sheet``: the portfolio's price sheet file."""
     path = pathname or "/"
     if path not in PAGES:
         return [html.Div(f"No page {path!r}: the pages are {', '.join(PAGES)}.", className="tk-error",
@@ -592,6 +722,11 @@ def render_page(store: str | Path, pathname: str | None, search: str | None) -> 
                 return page_weekly(con, params)
             if path == "/run":
                 return page_run(con, params)
+            if path == "/portfolio":
+                from tracekit.analysis import library
+
+                library.install(con)
+                return page_portfolio(con, params, price_sheet)
             return page_compare(con, params, store)
     except StoreLockedError:
         return [html.Div(BUSY_MESSAGE, className="tk-error", id="page-busy")]
@@ -611,10 +746,18 @@ def _to_url(keys: tuple[str, ...]) -> Callable[..., str]:
     return update
 
 
-def create_app(store: str | Path) -> dash.Dash:
+def create_app(store: str | Path, price_sheet: Path | None = None) -> dash.Dash:
     """The dashboard over the store at ``store``: a file opened read-only for each page render, or
-    a lake URL attached once and read one snapshot per page (:func:`_page_connection`)."""
+    a lake URL attached once and read one snapshot per page (:func:`_page_connection`).
+    ``price_sheet``: the Portfolio page's price sheet file (default ``$TRACEKIT_PRICE_SHEET``;
+    checked here, so a bad file fails at start-up)."""
+    from tracekit.portfolio import PRICE_SHEET_ENV, read_price_sheet
+
     store_path = resolve_store(store)
+    if price_sheet is None and os.environ.get(PRICE_SHEET_ENV):
+        price_sheet = Path(os.environ[PRICE_SHEET_ENV])
+    if price_sheet is not None:
+        read_price_sheet(price_sheet)
     app = dash.Dash(__name__, title="tracekit", update_title="", suppress_callback_exceptions=True,
                     serve_locally=True)
     app.index_string = _index_string()
@@ -623,11 +766,12 @@ def create_app(store: str | Path) -> dash.Dash:
         html.Div([html.Span("tracekit", className="brand", style={"color": "#fff", "marginRight": "1.5rem"}),
                   dcc.Link("Runs", href="/", id="nav-runs"), dcc.Link("Weekly review", href="/weekly",
                                                                        id="nav-weekly"),
-                  dcc.Link("Compare", href="/compare", id="nav-compare")], id="nav"),
+                  dcc.Link("Compare", href="/compare", id="nav-compare"),
+                  dcc.Link("Portfolio", href="/portfolio", id="nav-portfolio")], id="nav"),
         dcc.Loading(html.Div(id="page"), delay_show=300),
     ])
     app.callback(Output("page", "children"), Input("url", "pathname"), Input("url", "search"))(
-        lambda pathname, search: render_page(store_path, pathname, search))
+        lambda pathname, search: render_page(store_path, pathname, search, price_sheet))
     app.callback(Output("url", "search", allow_duplicate=True), Input("runs-search", "value"),
                  Input("runs-table", "sort_by"), Input("runs-table", "selected_rows"),
                  Input("runs-table", "page_current"), State("runs-table", "data"),
@@ -638,6 +782,11 @@ def create_app(store: str | Path) -> dash.Dash:
     app.callback(Output("url", "search", allow_duplicate=True), Input("compare-a", "value"),
                  Input("compare-b", "value"), State("url", "search"), prevent_initial_call=True)(
         _to_url(("a", "b")))
+    app.callback(Output("url", "search", allow_duplicate=True), Input("portfolio-model", "value"),
+                 Input("portfolio-speed", "value"), Input("portfolio-sheet", "value"), State("url", "search"),
+                 prevent_initial_call=True)(_portfolio_url)
+    app.callback(Output("url", "href", allow_duplicate=True), Input("portfolio-throughput", "clickData"),
+                 Input("portfolio-cost", "clickData"), prevent_initial_call=True)(_portfolio_click)
 
     def perfetto(run_id: str) -> Response:
         from tracekit.present.perfetto import write_chrome_trace
@@ -707,3 +856,15 @@ def _weekly_url(workload: str | None, week: str | None, current: str | None) -> 
     if workload and params.get("workload", [None])[0] not in (None, workload):
         week = None
     return _to_url(("workload", "week"))(workload, week, current)
+
+
+def _portfolio_url(model: str | None, speed: float | None, sheet: str | None, current: str | None) -> str:
+    # the sweep and workload filters (set in the URL) are kept
+    params = urllib.parse.parse_qs((current or "").lstrip("?"))
+    keep = {k: params[k][0] for k in ("workload", "sweep") if params.get(k)}
+    query = {**keep, **{k: v for k, v in (("model", model), ("speed", None if speed is None else f"{speed:g}"),
+                                           ("sheet", sheet)) if v}}
+    new = "?" + urllib.parse.urlencode(query) if query else ""
+    if new == (current or ""):
+        raise dash.exceptions.PreventUpdate
+    return new

@@ -581,7 +581,32 @@ CREATE TABLE request_rows (
     -- `timed out after 60 s`, …)
     error           VARCHAR,
     -- `usage` (the server's usage chunk) or `counted` (chunks and words, above)
-    token_count_source VARCHAR NOT NULL
+    token_count_source VARCHAR NOT NULL,
+    -- the agentic load profile's session (0, 1, …): its turns send the growing context of one conversation;
+    -- NULL for independent prompts (schema 6)
+    session_id      BIGINT,
+    -- the turn within the session, from 0 (turn k sends the context of turns 0 … k−1 plus its own message);
+    -- a sub-agent request carries the turn it branched from; NULL for independent prompts (schema 6)
+    turn            INTEGER,
+    -- [tokens] of the prompt, served from the server's prefix cache (`usage.prompt_tokens_details.cached_tokens`,
+    -- as vLLM and SGLang report it); NULL when the server does not say (schema 6)
+    cached_tokens   BIGINT
+);
+
+-- The server's Prometheus metrics (`GET /metrics` of vLLM, SGLang, …) scraped during a capture window: one
+-- row per sample per scrape (`tracekit capture --load`; view `server_metrics`). Schema 6.
+CREATE TABLE server_metric_rows (
+    -- the run (`runs.run_id`)
+    run_id          VARCHAR NOT NULL,
+    -- [ns, Unix time] when the scrape was sent
+    t_ns            BIGINT NOT NULL,
+    -- the sample's name as exposed, e.g. `vllm:prefix_cache_hits_total`, `sglang:num_queue_reqs`, a histogram's
+    -- `…_bucket` / `…_sum` / `…_count`
+    name            VARCHAR NOT NULL,
+    -- the sample's labels in the exposition format, sorted by name: `engine="0",model_name="m"` ('' for none)
+    labels          VARCHAR NOT NULL,
+    -- [the metric's own unit] the sample's value (counters are cumulative since the server started)
+    value           DOUBLE
 );
 
 -- One row per AMD PC sample (rocprofv3 `--pc-sampling-*`; view `pc_samples`, which adds the dispatch's

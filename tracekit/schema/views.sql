@@ -177,14 +177,27 @@ SELECT run_id, request, real_tokens, padded_tokens, source FROM token_length_row
 -- @column status INTEGER = request_rows.status
 -- @column error VARCHAR = request_rows.error
 -- @column token_count_source VARCHAR = request_rows.token_count_source
+-- @column session_id BIGINT = request_rows.session_id
+-- @column turn INTEGER = request_rows.turn
+-- @column cached_tokens BIGINT = request_rows.cached_tokens
 -- @column tpot_ns DOUBLE [ns] time per output token after the first, `(e2e_ns − ttft_ns) / (output_tokens −
 -- 1)`; NULL for failed requests and those with < 2 output tokens
 CREATE OR REPLACE VIEW requests AS
 SELECT run_id, request_id, start_ns, ttft_ns, e2e_ns, start_ns + e2e_ns AS end_ns, prompt_tokens,
-       output_tokens, itl_ns, status, error, token_count_source,
+       output_tokens, itl_ns, status, error, token_count_source, session_id, turn, cached_tokens,
        CASE WHEN error IS NULL AND ttft_ns IS NOT NULL AND output_tokens > 1
             THEN (e2e_ns - ttft_ns) / (output_tokens - 1) END AS tpot_ns
 FROM request_rows;
+
+-- The server's Prometheus samples scraped during the capture window, one row per sample per scrape; `t_ns`
+-- in Unix ns. From `server_metric_rows`.
+-- @column run_id VARCHAR = server_metric_rows.run_id
+-- @column t_ns BIGINT = server_metric_rows.t_ns
+-- @column name VARCHAR = server_metric_rows.name
+-- @column labels VARCHAR = server_metric_rows.labels
+-- @column value DOUBLE = server_metric_rows.value
+CREATE OR REPLACE VIEW server_metrics AS
+SELECT run_id, t_ns, name, labels, value FROM server_metric_rows;
 
 -- One row per AMD PC sample (rocprofv3 `--pc-sampling-method host_trap|stochastic`) with its kernel. From
 -- `pc_sample_rows` ⟕ `device_activity`.

@@ -71,6 +71,10 @@ class CaptureSpec:
             :data:`SERVER_TRACE_DIR_ENV` in tracekit's own environment).
         ready_timeout_s: How long to wait for the load URL (or server) to accept connections.
         drain_timeout_s: After the window closes, how long to wait for processes to export traces.
+        steady_state: With a load: after ``warmup_s``, also wait until the load is in steady state
+            (every request sent during the warm-up has completed;
+            :class:`~tracekit.collectors.capture_backends.window.LoadRunner`) before the window
+            opens. A sweep's points set it.
     """
 
     command: list[str] = field(default_factory=list)
@@ -88,6 +92,7 @@ class CaptureSpec:
     load: LoadSpec | None = None
     ready_timeout_s: float = 120.0
     drain_timeout_s: float = 120.0
+    steady_state: bool = False
 
 
 @dataclass
@@ -128,7 +133,11 @@ class CaptureResult:
 
         end = self.window_end_ns if self.window_end_ns is not None else self.load.ended_ns
         kept = [r for r in self.load.records if self.window_start_ns <= r.start_ns <= end]
-        return replace(self.load, records=kept, started_ns=self.window_start_ns, ended_ns=end)
+        # the server's scrapes in the window, and the last one before it: the counters' baseline
+        # (a window's count is the last value minus the first, over at least two scrapes)
+        before = [x for x in self.load.server_metrics if x.t_ns < self.window_start_ns][-1:]
+        scrapes = before + [x for x in self.load.server_metrics if self.window_start_ns <= x.t_ns <= end]
+        return replace(self.load, records=kept, started_ns=self.window_start_ns, ended_ns=end, server_metrics=scrapes)
 
 
 StatusFn = Callable[[CaptureStatus], None]

@@ -57,21 +57,39 @@ def wait_ready(url: str, timeout_s: float, alive: Callable[[], bool], stop: thre
         time.sleep(0.1)
 
 
-class LoadRunner:
-    """Runs the load driver in a thread; ``stop()`` ends it gracefully and returns its result."""
+#: How long after its warm-up a sweep point waits for the load to reach steady state before
+#: opening its window anyway (with a note), seconds.
+STEADY_TIMEOUT_S = 120.0
 
-    def __init__(self, spec: LoadSpec) -> None:
+
+class LoadRunner:
+    """Runs the load driver in a thread, and scrapes the server's Prometheus ``/metrics`` meanwhile
+    (when it has one); ``stop()`` ends both gracefully and returns the load's result, the scrapes
+    in its ``server_metrics``.
+
+    Steady state (:meth:`wait_steady`, asked for by a sweep): the window opens once every request
+    sent before the warm-up ended has completed. The cold start (first prefills, compiles, a
+    backlog of arrivals queued while the server was slow) has then passed through the server, and
+    the requests in flight are ones that started in the warm server."""
+
+    def __init__(self, spec: LoadSpec, scrape_interval_s: float = 0.5) -> None:
         from tracekit.collectors.load import run_load
+        from tracekit.collectors.load.prometheus import Scraper, metrics_url
 
         self._finish = threading.Event()
         self.result: LoadResult | None = None
         self.error: BaseException | None = None
         self.done = 0
         self.errors = 0
+        self.sent = 0
+        self.notes: list[str] = []
+        self._scraper = Scraper(metrics_url(spec.url), interval_s=scrape_interval_s)
+        self._scraper.start()
 
         def progress(p: LoadProgress) -> None:
             self.done = p.requests_done
             self.errors = p.errors
+            self.sent = p.requests_sent
 
         def target() -> None:
             try:
@@ -82,9 +100,34 @@ class LoadRunner:
         self._thread = threading.Thread(target=target, name="tracekit-load", daemon=True)
         self._thread.start()
 
+    def wait_steady(self, stop: threading.Event, alive: Callable[[], bool], tick: Callable[[], None]) -> bool:
+        """Wait until every request sent so far has completed (see the class docstring), at most
+        :data:`STEADY_TIMEOUT_S`; True if ``stop`` was set. A note says when the bound was hit."""
+        sent0, t0 = self.sent, time.monotonic()
+        while self.done < sent0 and self._thread.is_alive():
+            if stop.is_set():
+                return True
+            if not alive():
+                return False
+            if time.monotonic() - t0 > STEADY_TIMEOUT_S:
+                self.notes.append(f"the load had not reached steady state {STEADY_TIMEOUT_S:g} s after the "
+                                  f"warm-up ({self.done} of the {sent0} requests sent during it completed): the "
+                                  "window opened anyway")
+                return False
+            tick()
+            time.sleep(0.05)
+        return False
+
+    def window_opens(self) -> None:
+        """Scrape the server now: the window opens, this is its counters' baseline."""
+        self._scraper.scrape_once()
+
     def stop(self) -> LoadResult | None:
         """No new requests; wait for those in flight to complete (each bounded by its timeout).
-        Raises what the load driver raised."""
+        The server is scraped first, while the load still runs: the end of the interval its
+        throughput is measured over (view ``server_metric_summary``). Raises what the load driver
+        raised."""
+        self._scraper.scrape_once()
         self.close()
         if self.error is not None:
             raise self.error
@@ -94,6 +137,14 @@ class LoadRunner:
         """Like :meth:`stop`, for clean-up paths: never raises."""
         self._finish.set()
         self._thread.join()
+        log = self._scraper.stop()
+        if self.result is not None:
+            from tracekit.server_metric_rows import Scrape, label_text
+
+            self.result.server_metrics = [
+                Scrape(t, tuple((x.name, label_text(x.labels), x.value) for x in samples)) for t, samples in log.scrapes]
+            self.result.server_metrics_errors = list(log.errors)
+            self.result.notes.extend(self.notes)
 
 
 def terminate(proc: subprocess.Popen[bytes], grace_s: float = 10.0) -> int:
@@ -183,6 +234,7 @@ class Clock:
         self.load = load
         self.window_t0: float | None = None
         self.window_t1: float | None = None  # set when the window closes: its length stops growing
+        self.steady = False  # the warm-up also waits for the load's steady state (a sweep's points)
         self._last = 0.0
 
     def tick(self, phase: str, force: bool = False) -> None:
@@ -211,6 +263,7 @@ def start_load(spec: CaptureSpec, clock: Clock, stop: threading.Event,
     if alive is not None:
         wait_ready(spec.load.url, spec.ready_timeout_s, alive, stop)
     clock.load = LoadRunner(spec.load)
+    clock.steady = spec.steady_state
     return clock.load
 
 
@@ -224,6 +277,10 @@ def sleep_until(deadline: float | None, stop: threading.Event, clock: Clock, pha
             return False
         clock.tick(phase)
         time.sleep(0.05)
+    if phase == "warmup" and clock.load is not None:
+        stopped = clock.steady and clock.load.wait_steady(stop, alive, lambda: clock.tick(phase))
+        clock.load.window_opens()
+        return stopped
     return False
 
 

@@ -10,6 +10,8 @@ driver and request metrics") documents the options and the definitions. The part
   :func:`wait_for_endpoint`, :func:`check_spec`).
 * :mod:`~tracekit.collectors.load.records`: a load's result and its summary (the ``serving``
   analyzer's SQL over the records).
+* :mod:`~tracekit.collectors.load.prometheus`: parsing and scraping the server's Prometheus
+  ``/metrics`` while the load runs (stored by :mod:`tracekit.server_metric_rows`).
 * :mod:`tracekit.request_rows` (the store layer): :class:`RequestRecord`, the request log file
   and the ``request_rows`` inserts; re-exported here.
 """

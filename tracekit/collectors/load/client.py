@@ -16,6 +16,14 @@ request metrics") documents the options and the definitions; in short:
   output tokens are the text-carrying chunks and prompt tokens the prompt's whitespace-separated
   words (``"counted"``).
 
+Two load profiles: ``independent`` prompts (each request its own prompt), and ``agentic``
+sessions: each of ``concurrency`` closed-loop clients runs multi-turn conversations in which
+every turn re-sends the whole conversation so far (its first message, every answer, every new
+message of ``turn_tokens``), waits ``think_s`` between turns, and every ``subagent_every``-th
+turn fans out ``subagents`` parallel requests on the same context (their answers join it). A
+server with a prefix cache serves the re-sent part from cache; the records carry the session and
+turn, so TTFT can be read per turn (view ``ttft_by_turn``).
+
 Only the standard library is used (threads, :mod:`http.client`); nothing but the given URL is
 contacted.
 """
@@ -42,6 +50,8 @@ from tracekit.errors import LoadInputError
 from tracekit.request_rows import RequestRecord
 
 Endpoint = Literal["completions", "chat"]
+#: ``independent`` prompts, or ``agentic`` multi-turn sessions (module docstring).
+LoadProfile = Literal["independent", "agentic"]
 
 #: How often run_load calls ``on_progress`` (s).
 PROGRESS_INTERVAL_S = 0.5
@@ -69,6 +79,20 @@ class LoadSpec:
     fails). ``timeout_s``: per request, from send to end of stream (s). ``seed``: seeds prompt
     lengths, prompt words and arrival times. ``extra_body``: merged into every request body
     (e.g. ``{"ignore_eos": True}`` for vLLM/SGLang, ``{"temperature": 0}``).
+
+    ``prompt_offset``: the prompts file's prompt the first request sends (then the next ones,
+    cycling): a sweep's later points go on where the previous one ended.
+
+    ``profile``: ``independent`` (above) or ``agentic``: ``concurrency`` clients each run
+    sessions of ``turns`` turns. Every session starts with the same ``system_tokens`` words (a
+    system prompt and tool definitions, shared across sessions as an agent's are), then its first
+    message of ``prompt_tokens`` words; each later turn appends the previous answer and a new
+    message of ``turn_tokens`` words (a distribution spec) to the conversation and sends all of it;
+    ``think_s`` seconds pass between a turn's answer and the next turn; every
+    ``subagent_every``-th turn (the ``subagent_every − 1``-th, … from 0) first sends ``subagents``
+    requests at once, each a fresh context (the system prompt and its own task of ``turn_tokens``
+    words, as a sub-agent starts), and their answers join the turn's message as its results.
+    Agentic load is closed-loop only (no ``rate_rps``, no ``prompts_file``).
     """
 
     url: str
@@ -83,6 +107,14 @@ class LoadSpec:
     timeout_s: float = 60.0
     seed: int = 0
     extra_body: Mapping[str, Any] | None = None
+    prompt_offset: int = 0
+    profile: LoadProfile = "independent"
+    system_tokens: int = 0
+    turns: int = 8
+    turn_tokens: str = "fixed:64"
+    think_s: float = 0.0
+    subagents: int = 0
+    subagent_every: int = 4
 
 
 @dataclass(frozen=True)
@@ -185,6 +217,7 @@ class _Stream:
     usage: dict[str, Any] | None = None
     chunks: int = 0
     error: str | None = None
+    text: list[str] = field(default_factory=list)
 
     def read(self, resp: http.client.HTTPResponse, t0: int, timeout: float) -> None:
         """Read SSE ``data:`` lines until ``[DONE]``, a failure or ``timeout`` seconds after ``t0``."""
@@ -205,7 +238,9 @@ class _Stream:
                 continue
             if isinstance(obj.get("usage"), dict):
                 self.usage = obj["usage"]
-            if any(_chunk_text(c) for c in obj.get("choices") or ()):
+            pieces = [t for c in obj.get("choices") or () if (t := _chunk_text(c))]
+            if pieces:
+                self.text.extend(pieces)
                 now = time.perf_counter_ns()
                 if self.ttft is None:
                     self.ttft = now - t0
@@ -248,6 +283,10 @@ class _Run:
         self.errors = 0
         self.tokens = 0
         self.in_flight: set[http.client.HTTPConnection] = set()
+        self.next_session = 0
+        # the agentic profile's system prompt, the same words for every session of the load
+        sys_rng = random.Random(spec.seed * 7 + 3)
+        self.system = " ".join(sys_rng.choices(VOCAB, k=spec.system_tokens)) if spec.system_tokens else ""
 
     # prompts -------------------------------------------------------------------------------
     def next_prompt(self) -> tuple[int, Prompt]:
@@ -255,7 +294,7 @@ class _Run:
             rid = self.next_id
             self.next_id += 1
             if self.prompts is not None:
-                return rid, self.prompts[rid % len(self.prompts)]
+                return rid, self.prompts[(rid + self.spec.prompt_offset) % len(self.prompts)]
             assert self.dist is not None
             n = self.dist.sample(self.rng)
             words = self.rng.choices(VOCAB, k=n)
@@ -279,18 +318,100 @@ class _Run:
     # one request ---------------------------------------------------------------------------
     def request(self) -> None:
         rid, prompt = self.next_prompt()
+        self._record(rid, prompt)
+
+    def _record(self, rid: int, prompt: Prompt, session: int | None = None,
+                turn: int | None = None) -> tuple[RequestRecord, str] | None:
+        """Send one request and keep its record; (record, answer text), or None when cancelled."""
         try:
-            rec = self._send(rid, prompt)
+            rec, text = self._send(rid, prompt, session, turn)
         except _Cancelled:
             with self.lock:
                 self.cancelled += 1
-            return
+            return None
         with self.lock:
             self.records.append(rec)
             self.errors += rec.error is not None
             self.tokens += rec.output_tokens
+        return rec, text
 
-    def _send(self, rid: int, prompt: Prompt) -> RequestRecord:
+    # agentic sessions ----------------------------------------------------------------------
+    def _words(self, rng: random.Random, dist: LengthDist) -> str:
+        return " ".join(rng.choices(VOCAB, k=dist.sample(rng)))
+
+    def _rid(self) -> int:
+        with self.lock:
+            rid = self.next_id
+            self.next_id += 1
+        return rid
+
+    def session(self, going: Callable[[], bool], pause: Callable[[float], None]) -> None:
+        """One multi-turn session (the agentic profile, :class:`LoadSpec`): turns while ``going()``;
+        ``pause(s)`` waits the think time (and returns early when the load ends)."""
+        spec = self.spec
+        assert self.dist is not None
+        with self.lock:
+            sid = self.next_session
+            self.next_session += 1
+        rng = random.Random(spec.seed * 1_000_003 + sid)  # a session's words do not depend on timing
+        turn_dist = parse_length_dist(spec.turn_tokens)
+        # the conversation: messages and answers, in order, user and assistant alternating
+        parts = [self._words(rng, self.dist)]
+        roles = ["user"]
+        if self.system:
+            parts.insert(0, self.system)
+            roles.insert(0, "system")
+        for turn in range(spec.turns):
+            if not going():
+                return
+            if turn:
+                parts.append(self._words(rng, turn_dist))
+                roles.append("user")
+            if spec.subagents and turn % spec.subagent_every == spec.subagent_every - 1:
+                tasks = [self._words(rng, turn_dist) for _ in range(spec.subagents)]
+                answers = self._burst(tasks, sid, turn)
+                if answers is None:
+                    return
+                parts[-1] = " ".join([parts[-1], *answers])  # the sub-agents' results join the message
+            got = self._record(self._rid(), self._conversation(parts, roles), sid, turn)
+            if got is None or got[0].error is not None:
+                return  # a failed turn ends its session (its context is lost)
+            parts.append(got[1])
+            roles.append("assistant")
+            if spec.think_s and turn + 1 < spec.turns:
+                pause(spec.think_s)
+
+    def _burst(self, tasks: list[str], sid: int, turn: int) -> list[str] | None:
+        """Sub-agent requests sent at once, each a fresh context: the shared system prompt and its
+        task; their answers (None when one was cancelled or failed)."""
+        results: list[tuple[RequestRecord, str] | None] = [None] * len(tasks)
+        head, head_roles = ([self.system], ["system"]) if self.system else ([], [])
+
+        def one(i: int) -> None:
+            prompt = self._conversation([*head, tasks[i]], [*head_roles, "user"])
+            results[i] = self._record(self._rid(), prompt, sid, turn)
+
+        threads = [threading.Thread(target=one, args=(i,), name=f"tracekit-subagent-{i}", daemon=True)
+                   for i in range(len(tasks))]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+        if any(r is None or r[0].error is not None for r in results):
+            return None
+        return [r[1] for r in results if r is not None]
+
+    def _conversation(self, parts: list[str], roles: list[str]) -> Prompt:
+        """The conversation as one prompt: for completions its parts joined by spaces (each turn's
+        prompt extends the previous one, so a prefix cache can serve it), for chat as messages."""
+        words = sum(len(p.split()) for p in parts)
+        if self.spec.endpoint == "chat":
+            return Prompt(None, tuple({"role": r, "content": p} for r, p in zip(roles, parts, strict=True)),
+                          None, words)
+        return Prompt(" ".join(parts), None, None, words)
+
+    def _send(self, rid: int, prompt: Prompt, session: int | None = None,
+              turn: int | None = None) -> tuple[RequestRecord, str]:
         timeout = self.spec.timeout_s
         body = self.body(prompt)
         conn = self.target.connect(timeout)
@@ -338,7 +459,10 @@ class _Run:
             status=status,
             error=got.error,
             token_count_source="usage" if n_out is not None else "counted",
-        )
+            session_id=session,
+            turn=turn,
+            cached_tokens=_cached_tokens(got.usage),
+        ), "".join(got.text)
 
     def abort_in_flight(self) -> None:
         """Shut down the sockets of the requests in flight (their reads return at once)."""
@@ -374,6 +498,14 @@ def _usage_counts(usage: Mapping[str, Any] | None) -> tuple[int | None, int | No
     return (out if _count(out) else None), (prompt if _count(prompt) else None)
 
 
+def _cached_tokens(usage: Mapping[str, Any] | None) -> int | None:
+    """``usage.prompt_tokens_details.cached_tokens`` (vLLM, SGLang and OpenAI report prefix-cache
+    hits so), or None."""
+    details = (usage or {}).get("prompt_tokens_details")
+    v = details.get("cached_tokens") if isinstance(details, dict) else None
+    return v if _count(v) else None
+
+
 def _count(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool) and v >= 0
 
@@ -396,9 +528,33 @@ def check_spec(spec: LoadSpec) -> tuple[list[Prompt] | None, LengthDist | None]:
         raise LoadInputError(spec.url, f"max_tokens must be ≥ 1, got {spec.max_tokens}")
     if not spec.timeout_s > 0:
         raise LoadInputError(spec.url, f"timeout must be > 0 s, got {spec.timeout_s}")
+    _check_profile(spec)
     if spec.prompts_file is not None:
         return read_prompts(spec.prompts_file), None
     return None, parse_length_dist(spec.prompt_tokens)
+
+
+def _check_profile(spec: LoadSpec) -> None:
+    """The load profile's own settings (:func:`check_spec`)."""
+    if spec.profile not in ("independent", "agentic"):
+        raise LoadInputError(spec.profile, "load profile must be 'independent' or 'agentic'")
+    if spec.profile == "agentic":
+        if spec.rate_rps is not None or spec.concurrency is None:
+            raise LoadInputError(spec.url, "the agentic profile runs closed-loop sessions: give a concurrency "
+                                           "(sessions at once), not a request rate")
+        if spec.prompts_file is not None:
+            raise LoadInputError(spec.prompts_file, "the agentic profile generates its conversations: "
+                                                    "no prompts file")
+        if spec.system_tokens < 0 or spec.prompt_offset < 0:
+            raise LoadInputError(spec.url, "system tokens and the prompt offset must be ≥ 0")
+        if spec.turns < 1:
+            raise LoadInputError(spec.url, f"turns must be ≥ 1, got {spec.turns}")
+        if not (spec.think_s >= 0 and math.isfinite(spec.think_s)):
+            raise LoadInputError(spec.url, f"think time must be ≥ 0 s, got {spec.think_s}")
+        if spec.subagents < 0 or spec.subagent_every < 1:
+            raise LoadInputError(spec.url, f"sub-agents must be ≥ 0 and their period ≥ 1 turn, got "
+                                           f"{spec.subagents} every {spec.subagent_every}")
+        parse_length_dist(spec.turn_tokens)
 
 
 class _Driver:
@@ -415,9 +571,20 @@ class _Driver:
         self.deadline = self.t0 + spec.duration_s
         self.next_report = self.t0
 
+    def _going(self) -> bool:
+        return not self.stop.is_set() and not self.finish.is_set() and time.monotonic() < self.deadline
+
+    def _pause(self, seconds: float) -> None:
+        end = time.monotonic() + seconds
+        while self._going() and time.monotonic() < end:
+            self.stop.wait(min(0.05, max(0.0, end - time.monotonic())))
+
     def _closed_loop(self) -> None:
-        while not self.stop.is_set() and not self.finish.is_set() and time.monotonic() < self.deadline:
-            self.run.request()
+        while self._going():
+            if self.spec.profile == "agentic":
+                self.run.session(self._going, self._pause)
+            else:
+                self.run.request()
 
     def _arrival(self) -> None:
         if self.slots is not None:
@@ -508,5 +675,9 @@ def run_load(
     driver.drain()
     records = sorted(run.records, key=lambda r: r.request_id)
     ended_ns = max((r.start_ns + r.e2e_ns for r in records), default=time.time_ns())
+    notes = []
+    if prompts is not None and run.next_id > len(prompts):
+        notes.append(f"the prompts file's {len(prompts)} prompts were sent {run.next_id / len(prompts):.1f} times "
+                     "over: a server's prefix cache serves the repeats (give more prompts for a cold-cache load)")
     return LoadResult(spec=spec, started_ns=started_ns, ended_ns=max(ended_ns, started_ns), records=records,
-                      cancelled=run.cancelled, model=model)
+                      cancelled=run.cancelled, model=model, notes=notes)

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from tracekit.request_rows import MEMORY_RUN_ID, RequestRecord, memory_store
+from tracekit.server_metric_rows import Scrape
 
 if TYPE_CHECKING:  # pragma: no cover
     from tracekit.collectors.load.client import LoadSpec
@@ -96,7 +97,10 @@ def summarize(records: Sequence[RequestRecord]) -> LoadSummary:
 class LoadResult:
     """A finished load: ``started_ns``/``ended_ns`` (Unix ns) bound the whole load (first send to
     last request ended), ``records`` are sorted by request id. ``cancelled``: requests cut off by
-    ``stop`` (not in ``records``). ``model`` and ``url``: what was sent where."""
+    ``stop`` (not in ``records``). ``model`` and ``url``: what was sent where.
+    ``server_metrics``: the server's Prometheus scrapes while the load ran (``tracekit capture``
+    fills it; empty when the server has no ``/metrics``), ``server_metrics_errors`` why scrapes
+    failed; ``notes``: what the capture should tell the user about the load."""
 
     spec: LoadSpec
     started_ns: int
@@ -104,6 +108,9 @@ class LoadResult:
     records: list[RequestRecord] = field(default_factory=list)
     cancelled: int = 0
     model: str | None = None
+    server_metrics: list[Scrape] = field(default_factory=list)
+    server_metrics_errors: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
 
     def summary(self) -> LoadSummary:
         """p50/p95/p99 of TTFT, TPOT, ITL and e2e, throughput and errors (see :class:`LoadSummary`),
