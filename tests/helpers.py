@@ -102,3 +102,13 @@ def serve_example(*args: str, env: dict[str, str] | None = None, stop_timeout: f
         rc = proc.wait(timeout=stop_timeout)
         assert rc == 0, (rc, proc.stderr and proc.stderr.read()[-2000:])  # SIGTERM stops it cleanly
 
+
+
+def undo_schema_6(con: Any) -> None:
+    """Make a store file (a plain DuckDB connection to it) look as schema 5 wrote it: no request
+    sessions or cached tokens, no server metrics (the views are recreated by the migration)."""
+    con.execute("DROP VIEW IF EXISTS requests")
+    con.execute("DROP VIEW IF EXISTS server_metrics")
+    con.execute("DROP TABLE server_metric_rows")
+    for column in ("session_id", "turn", "cached_tokens"):
+        con.execute(f"ALTER TABLE request_rows DROP COLUMN {column}")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from tracekit.request_rows import RECORD_FIELDS, RequestRecord, insert_requests, memory_store
+from tracekit.request_rows import OPTIONAL_FIELDS, RECORD_FIELDS, RequestRecord, insert_requests, memory_store
 
 
 def _records() -> list[RequestRecord]:
@@ -22,7 +22,7 @@ def test_insert_requests_stores_every_field_of_every_record() -> None:
     try:
         assert insert_requests(con, "r1", recs) == len(recs)
         assert insert_requests(con, "r2", []) == 0
-        cols = ", ".join(RECORD_FIELDS)
+        cols = ", ".join((*RECORD_FIELDS, *OPTIONAL_FIELDS))
         got = con.execute(f"SELECT run_id, {cols} FROM request_rows ORDER BY request_id").fetchall()
     finally:
         con.close()

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from helpers import undo_schema_6
 
 from tracekit.analysis import library
 from tracekit.collectors.load.prometheus import parse_metrics
@@ -110,11 +111,7 @@ def test_a_schema_5_store_read_before_its_migration_has_empty_views(tmp_path: Pa
     path = tmp_path / "old.duckdb"
     close(connect(path))
     con = duckdb.connect(str(path))
-    con.execute("DROP VIEW requests")
-    con.execute("DROP VIEW server_metrics")
-    con.execute("DROP TABLE server_metric_rows")
-    for column in ("session_id", "turn", "cached_tokens"):
-        con.execute(f"ALTER TABLE request_rows DROP COLUMN {column}")
+    undo_schema_6(con)
     con.execute("CREATE VIEW requests AS SELECT *, start_ns + e2e_ns AS end_ns, NULL::DOUBLE AS tpot_ns FROM request_rows")
     con.execute("UPDATE tracekit_schema SET version = 5")
     con.close()

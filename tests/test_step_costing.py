@@ -17,7 +17,7 @@ from typing import Any
 import duckdb
 import pytest
 from conftest import KINETO, ROOT, SAMPLES, needs_shared
-from helpers import library_query, run_cli
+from helpers import library_query, run_cli, undo_schema_6
 
 import tracekit
 from tracekit.analysis import models
@@ -320,6 +320,7 @@ def test_a_schema_2_store_gains_model_rows(tmp_path: Path) -> None:
         con.execute(f"DROP VIEW {view}")
     for column in ("n_device_events", "n_host_events", "device_time_ns", "main_rank", "main_device"):
         con.execute(f"ALTER TABLE run_meta DROP COLUMN {column}")
+    undo_schema_6(con)
     con.execute("DELETE FROM tracekit_schema WHERE version >= 3")
     con.execute("INSERT INTO tracekit_schema VALUES (2, now()::TIMESTAMP)")
     con.close()

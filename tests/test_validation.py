@@ -12,7 +12,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from tests.helpers import run_cli
+from tests.helpers import run_cli, undo_schema_6
 from tracekit.analysis.hardware import run_device
 from tracekit.ingest import FAR_NS, ingest
 from tracekit.store import SCHEMA_VERSION, connect
@@ -89,6 +89,7 @@ def test_schema_3_store_gains_the_counters_and_rollups(tmp_path: Path) -> None:
     con.execute("ALTER TABLE rank_meta DROP COLUMN n_invalid_events")
     for column in ("n_device_events", "n_host_events", "device_time_ns", "main_rank", "main_device"):
         con.execute(f"ALTER TABLE run_meta DROP COLUMN {column}")
+    undo_schema_6(con)
     con.execute("UPDATE tracekit_schema SET version = 3")
     con.close()
     con = connect(store)
