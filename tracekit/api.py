@@ -5,7 +5,7 @@ here so one import reaches them all.
 Reads (the store opened read-only):
     :func:`list_runs`, :func:`run_query`, :func:`top_activity` (:mod:`tracekit.queries`);
     :func:`compare_runs` (:mod:`tracekit.compare`); :func:`portfolio` (which hardware serves a
-    model cheapest at a speed, :mod:`tracekit.portfolio`) and :func:`read_price_sheet`.
+    model cheapest at a speed, :mod:`tracekit.portfolio`) with :func:`price_sheet` / :func:`read_price_sheet`.
 Analysis (stores findings and metrics):
     :func:`analyze_runs`, :func:`analyze_open`, :func:`ensure_analyzed`, :func:`run_summary`
     (:mod:`tracekit.run_analysis`).
@@ -30,7 +30,7 @@ from tracekit.compare import COMPARE_TOP_KERNELS, compare_runs
 from tracekit.exports import export_perfetto, render_report
 from tracekit.lake.export import export_parquet
 from tracekit.lake.maintenance import CompactResult, compact_lake, init_lake
-from tracekit.portfolio import portfolio, read_price_sheet
+from tracekit.portfolio import portfolio, price_sheet, read_price_sheet
 from tracekit.queries import RUNS_SQL, Rows, list_runs, run_query, top_activity
 from tracekit.request_rows import store_requests
 from tracekit.run_analysis import analyze_open, analyze_runs, ensure_analyzed, run_summary
@@ -39,6 +39,6 @@ from tracekit.run_edits import attach_model, delete_runs, store_token_lengths, u
 __all__ = [
     "COMPARE_TOP_KERNELS", "RUNS_SQL", "CompactResult", "Rows", "analyze_open", "analyze_runs", "attach_model", "compact_lake",
     "compare_runs", "delete_runs", "ensure_analyzed", "export_parquet", "export_perfetto", "init_lake", "list_runs",
-    "portfolio", "read_price_sheet", "render_report", "run_query", "run_summary",
+    "portfolio", "price_sheet", "read_price_sheet", "render_report", "run_query", "run_summary",
     "store_requests", "store_token_lengths", "top_activity", "update_runs",
 ]

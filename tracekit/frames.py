@@ -113,13 +113,13 @@ class Store:
         run's limiting finding; the band's answer in ``DataFrame.attrs["answer"]``.
         ``price_sheet``: ``rented``, ``owned`` or a price sheet file (default rented)."""
         from tracekit.analysis import library
-        from tracekit.portfolio import PriceSheet, portfolio, read_price_sheet
+        from tracekit.portfolio import portfolio
+        from tracekit.portfolio import price_sheet as prices_of
 
-        sheet = str(price_sheet or "rented")
-        prices = PriceSheet(sheet) if sheet in ("rented", "owned") else read_price_sheet(Path(sheet))  # type: ignore[arg-type]
         with _reading(self.path) as con:
             library.install(con)
-            pf = portfolio(con=con, workload=workload, model=model, sweep=sweep, prices=prices, min_speed=min_speed)
+            pf = portfolio(con=con, workload=workload, model=model, sweep=sweep, prices=prices_of(price_sheet),
+                           min_speed=min_speed)
         doc = pf.as_dict()
         out = _pandas().DataFrame.from_records(doc["points"])
         out.attrs["answer"] = doc["answer"]

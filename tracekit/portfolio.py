@@ -109,6 +109,15 @@ def read_price_sheet(path: Path, sheet: Sheet | None = None) -> PriceSheet:
     return PriceSheet(sheet, prices, str(path))
 
 
+def price_sheet(value: str | Path | None = None) -> PriceSheet:
+    """``--price-sheet``'s value as prices: ``rented`` (also None) or ``owned`` (the catalog's), or
+    a price sheet file (:func:`read_price_sheet`)."""
+    text = str(value or "rented")
+    if text in SHEETS:
+        return PriceSheet(text)
+    return read_price_sheet(Path(text))
+
+
 def _sheet_price(spec: DeviceSpec, sheet: Sheet) -> float | None:
     return spec.price_per_hour_usd if sheet == "rented" else spec.owned_per_hour_usd()
 
@@ -285,11 +294,12 @@ def _points(con: duckdb.DuckDBPyConnection, workload: str | None, model: str | N
     cur = con.execute(_POINTS_SQL, {"workload": workload, "model": model, "sweep": sweep})
     cols = [d[0] for d in cur.description]
     rows = [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
+    specs = _identified(con) if any(not r["hardware_tagged"] for r in rows) else {}
     out: list[Point] = []
     for r in rows:
         hardware, spec = str(r["hardware"]), None
         if not r["hardware_tagged"]:
-            spec = _identified(con, r["run_id"])
+            spec = specs.get(r["run_id"])
             if spec is not None:
                 hardware = spec.key
         p = Point(
@@ -309,12 +319,14 @@ def _points(con: duckdb.DuckDBPyConnection, workload: str | None, model: str | N
     return out
 
 
-def _identified(con: duckdb.DuckDBPyConnection, run_id: str) -> DeviceSpec | None:
-    """The catalog spec of the run's busiest device (None: a CPU run, or not identified)."""
-    from tracekit.analysis.hardware import run_device
+def _identified(con: duckdb.DuckDBPyConnection) -> dict[str, DeviceSpec]:
+    """Run id → the catalog spec of its main device (the runs' rollup: no event is read; each kind
+    of device identified once); CPU runs and unidentified devices are left out."""
+    from tracekit.analysis.hardware import device_kinds
 
-    _row, spec = run_device(con, run_id)
-    return spec
+    by_kind = {kind: spec for kind, _row, spec in device_kinds(con) if spec is not None}
+    return {str(rid): by_kind[int(kind)] for rid, kind in con.execute("SELECT run_id, kind FROM run_device_kind").fetchall()
+            if int(kind) in by_kind}
 
 
 def _price(p: Point, spec: DeviceSpec | None, prices: PriceSheet) -> None:

@@ -796,13 +796,11 @@ def portfolio(
     tracekit portfolio --price-sheet prices.toml --format json
     """
     from tracekit.api import portfolio as build
-    from tracekit.api import read_price_sheet
-    from tracekit.portfolio import PriceSheet
+    from tracekit.api import price_sheet as prices_of
 
     try:
-        prices = (PriceSheet(price_sheet) if price_sheet in ("rented", "owned")  # type: ignore[arg-type]
-                  else read_price_sheet(Path(price_sheet)))
-        pf = build(store, workload=workload, model=model, sweep=sweep, prices=prices, min_speed=min_speed)
+        pf = build(store, workload=workload, model=model, sweep=sweep, prices=prices_of(price_sheet),
+                   min_speed=min_speed)
     except TracekitError as exc:
         fail(str(exc))
         return

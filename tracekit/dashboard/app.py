@@ -606,7 +606,8 @@ def page_portfolio(con: duckdb.DuckDBPyConnection, params: dict[str, list[str]],
     workload = _one(params, "workload") or None
     sweep = _one(params, "sweep") or None
     pf = portfolio(con=con, model=model, workload=workload, sweep=sweep, prices=prices, min_speed=speed)
-    models = sorted({p.model for p in portfolio(con=con, prices=prices).points if p.model})
+    models = [m for (m,) in con.execute("SELECT DISTINCT model FROM portfolio_runs WHERE model IS NOT NULL "
+                                        "ORDER BY model").fetchall()]
     controls = html.Div([
         html.Label("model "),
         dcc.Dropdown(id="portfolio-model", options=models, value=model, placeholder="every model",
