@@ -233,6 +233,61 @@ def test_postgresql_catalog_takes_concurrent_writers(pg: tuple[str, int], tmp_pa
     _concurrent_writers(url, tmp_path, writers=4, runs_each=3)
 
 
+def test_a_claim_that_meets_a_concurrently_committed_claim_is_retried(pg: tuple[str, int], tmp_path: Path) -> None:
+    """A claim's ``INSERT … ON CONFLICT DO NOTHING`` that waits on another writer's uncommitted
+    claim of the same run id fails with "could not serialize access" when that writer commits
+    (DuckDB's postgres extension runs it in REPEATABLE READ): the claim must run again and see the
+    other writer's claim (``busy``), not end the ingest with a traceback (CI, 4 writers)."""
+    import threading
+
+    import duckdb
+    from lake_services import _as_postgres, _pg_bin
+
+    from tracekit.lake.catalog import load_extensions
+    from tracekit.lake.claims import PostgresClaims
+    from tracekit.lake.url import parse_lake_url
+
+    host, port = pg
+    _psql(host, port, "createdb", "claims")
+    url = parse_lake_url(f"lake:postgresql://postgres@{host}:{port}/claims?data={tmp_path}/data")
+    con = duckdb.connect()
+    load_extensions(con, url)
+    claims = PostgresClaims(con, url)
+    claims.create()
+
+    def sql(query: str) -> str:
+        return _psql(host, port, "psql", "-d", "claims", "-tAc", query).strip()
+
+    other = subprocess.Popen(_as_postgres([_pg_bin("psql") or "psql", "-h", host, "-p", str(port), "-U", "postgres",
+                                           "-d", "claims", "-v", "ON_ERROR_STOP=1"]),
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert other.stdin is not None
+    other.stdin.write("BEGIN; INSERT INTO tracekit_claims VALUES ('r1', 'claimed', 'other', "
+                      "extract(epoch from clock_timestamp()));\n")
+    other.stdin.flush()
+    while sql("SELECT count(*) FROM pg_stat_activity WHERE state = 'idle in transaction'") != "1":
+        time.sleep(0.05)  # the other writer holds its uncommitted claim
+    verdicts: list[object] = []
+    claimer = threading.Thread(target=lambda: verdicts.append(_verdict_or_error(claims, "r1")))
+    claimer.start()
+    while sql("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'") != "1":
+        time.sleep(0.05)  # our claim waits on the other writer's row
+    other.stdin.write("COMMIT;\n")
+    other.stdin.close()
+    assert other.wait(timeout=60) == 0, other.stderr.read() if other.stderr else ""
+    claimer.join(timeout=120)
+    assert verdicts == ["busy"]  # the other writer holds it, alive: wait for it
+    assert sql("SELECT state || ' ' || writer FROM tracekit_claims WHERE run_id = 'r1'") == "claimed other"
+    con.close()
+
+
+def _verdict_or_error(claims: object, run_id: str) -> object:
+    try:
+        return claims.claim(run_id, "me", 600.0)  # type: ignore[attr-defined]
+    except Exception as exc:  # noqa: BLE001 - the test shows what went wrong
+        return repr(exc)
+
+
 def _psql(host: str, port: int, *args: str) -> str:
     """Run PostgreSQL's client program ``args[0]`` against the test server; its output."""
     from lake_services import _as_postgres, _pg_bin

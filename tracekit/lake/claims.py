@@ -24,6 +24,7 @@ from typing import Literal, Protocol
 import duckdb
 
 from tracekit.errors import ConfigError
+from tracekit.lake.retry import with_retries
 from tracekit.lake.url import LakeURL
 from tracekit.sql_text import quote
 
@@ -99,7 +100,12 @@ class PostgresClaims:
         con.execute(f"ATTACH IF NOT EXISTS {quote(url.libpq())} AS tracekit_pg (TYPE postgres)")
 
     def _run(self, sql: str) -> None:
-        self.con.execute(f"CALL postgres_execute('tracekit_pg', {quote(sql)})")
+        """Run ``sql`` in the catalog database, again while it fails retryably. DuckDB's postgres
+        extension runs each statement in its own REPEATABLE READ transaction, in which an
+        ``INSERT … ON CONFLICT`` or ``UPDATE`` that meets a row another writer committed after the
+        statement's snapshot fails with "could not serialize access" (seen in CI with 4 writers):
+        every statement here is idempotent, so running it again is the documented remedy."""
+        with_retries(lambda: self.con.execute(f"CALL postgres_execute('tracekit_pg', {quote(sql)})"))
 
     def create(self) -> None:
         self._run(_TABLE)
