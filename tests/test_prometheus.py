@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from tracekit.collectors.load.client import LoadSpec, check_spec
 from tracekit.collectors.load.prometheus import (
     ScrapeLog,
     Scraper,
@@ -156,6 +157,7 @@ def test_metrics_url() -> None:
         "http://h:8000/metrics": "http://h:8000/metrics",
         "http://h/proxy/v1/completions": "http://h/proxy/metrics",
         "http://[::1]:9000/v1": "http://[::1]:9000/metrics",
+        "http://user:s3cret@h:8000/v1": "http://h:8000/metrics",  # no credential into notes
     }
     for url, want in cases.items():
         assert metrics_url(url) == want, url
@@ -164,6 +166,9 @@ def test_metrics_url() -> None:
         with pytest.raises(LoadInputError) as exc:
             metrics_url(bad)
         assert str(exc.value).startswith(f"{bad}: ") and "\n" not in str(exc.value)
+        with pytest.raises(LoadInputError) as same:
+            check_spec(LoadSpec(url=bad, duration_s=1.0, concurrency=1))  # the load client refuses it alike
+        assert str(same.value) == str(exc.value)
 
 
 # --------------------------------------------------------------------------------------------

@@ -35,15 +35,14 @@ import json
 import math
 import random
 import socket
-import ssl
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
-from urllib.parse import urlsplit
 
+from tracekit.collectors.load.http_target import HttpTarget, http_target
 from tracekit.collectors.load.prompts import VOCAB, LengthDist, Prompt, parse_length_dist, read_prompts
 from tracekit.collectors.load.records import LoadResult
 from tracekit.errors import LoadInputError
@@ -117,34 +116,15 @@ class LoadSpec:
     subagent_every: int = 4
 
 
-@dataclass(frozen=True)
-class _Target:
-    url: str
-    scheme: str
-    host: str
-    port: int
-    path: str
-
-    def connect(self, timeout_s: float) -> http.client.HTTPConnection:
-        if self.scheme == "https":
-            return http.client.HTTPSConnection(self.host, self.port, timeout=timeout_s,
-                                               context=ssl.create_default_context())
-        return http.client.HTTPConnection(self.host, self.port, timeout=timeout_s)
-
-
-def _target(url: str, endpoint: Endpoint) -> _Target:
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise LoadInputError(url, "expected an http:// or https:// URL with a host")
-    try:
-        port = parts.port or (443 if parts.scheme == "https" else 80)
-    except ValueError:
-        raise LoadInputError(url, "bad port in the URL") from None
-    path = parts.path.rstrip("/")
+def _target(url: str, endpoint: Endpoint) -> HttpTarget:
+    """The server of ``url`` with the path of ``endpoint`` (``…/v1/completions`` or
+    ``…/v1/chat/completions``) unless the URL already names one."""
+    t = http_target(url)
+    path = t.path
     suffix = "/completions" if endpoint == "completions" else "/chat/completions"
     if not path.endswith(("/completions", "/chat/completions")):
         path = (path if path.endswith("/v1") else path + "/v1") + suffix
-    return _Target(url, parts.scheme, parts.hostname, port, path + (f"?{parts.query}" if parts.query else ""))
+    return replace(t, path=path)
 
 
 def wait_for_endpoint(url: str, timeout_s: float = 60.0, stop: threading.Event | None = None) -> None:
@@ -165,9 +145,9 @@ def wait_for_endpoint(url: str, timeout_s: float = 60.0, stop: threading.Event |
     raise LoadInputError(url, f"server unreachable after {timeout_s:g} s ({last})")
 
 
-def _served_model(t: _Target, timeout_s: float) -> str | None:
+def _served_model(t: HttpTarget, timeout_s: float) -> str | None:
     """The first model id of ``GET /v1/models``, or None."""
-    root = t.path.split("?")[0]
+    root = t.path
     root = root[: root.rfind("/v1/") + 3] if "/v1/" in root else "/v1"
     conn = t.connect(min(timeout_s, 10.0))
     try:
@@ -271,7 +251,7 @@ class _Stream:
 class _Run:
     """State shared by the workers of one :func:`run_load` call."""
 
-    def __init__(self, spec: LoadSpec, target: _Target, prompts: list[Prompt] | None,
+    def __init__(self, spec: LoadSpec, target: HttpTarget, prompts: list[Prompt] | None,
                  dist: LengthDist | None, model: str | None, cancel: threading.Event) -> None:
         self.spec, self.target, self.prompts, self.dist, self.model = spec, target, prompts, dist, model
         self.cancel = cancel
@@ -424,7 +404,7 @@ class _Run:
         try:
             if self.cancel.is_set():
                 raise _Cancelled
-            conn.request("POST", self.target.path, body=body, headers={
+            conn.request("POST", self.target.request_path(), body=body, headers={
                 "Content-Type": "application/json", "Accept": "text/event-stream"})
             resp = conn.getresponse()
             status = resp.status

@@ -11,21 +11,21 @@ cumulative since the server started; ``*_seconds`` in seconds; ``*_perc`` gauges
 
 A server without ``/metrics`` (HTTP 404, connection refused) fails nothing: the log is empty and
 its ``errors`` say why. Only the standard library's :mod:`http.client` is used for the requests,
-and nothing but the given server is contacted. The text is parsed by ``prometheus_client``.
+and nothing but the given server is contacted (its address read by :mod:`.http_target`, as the
+load client's is). The text is parsed by ``prometheus_client``.
 """
 
 from __future__ import annotations
 
 import http.client
 import math
-import ssl
 import threading
 import time
 from dataclasses import dataclass, field
-from urllib.parse import urlsplit
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from tracekit.collectors.load.http_target import http_target
 from tracekit.errors import LoadInputError
 
 #: Distinct error texts a :class:`ScrapeLog` keeps (later ones are dropped).
@@ -105,33 +105,21 @@ def metrics_url(url: str) -> str:
     ``http://h:8000/metrics``; a path before ``/v1`` is kept (``http://h/proxy/v1`` gives
     ``http://h/proxy/metrics``) and a URL that already ends in ``/metrics`` is returned as is.
     Raises :class:`LoadInputError` for a URL that is not http(s) with a host."""
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise LoadInputError(url, "expected an http:// or https:// URL with a host")
-    try:
-        _ = parts.port  # raises ValueError for a bad port
-    except ValueError:
-        raise LoadInputError(url, "bad port in the URL") from None
-    segs = [s for s in parts.path.split("/") if s]
+    t = http_target(url)
+    segs = [s for s in t.path.split("/") if s]
     if "v1" in segs:
         segs = segs[: segs.index("v1")]
     elif segs and segs[-1] == "metrics":
         segs = segs[:-1]
-    return f"{parts.scheme}://{parts.netloc}/" + "".join(s + "/" for s in segs) + "metrics"
+    return f"{t.origin()}/" + "".join(s + "/" for s in segs) + "metrics"
 
 
 def _fetch(url: str, timeout_s: float) -> str:
     """GET ``url``; the body as text. Raises OSError/HTTPException, or ValueError for a non-200."""
-    parts = urlsplit(url)
-    port = parts.port or (443 if parts.scheme == "https" else 80)
-    host = parts.hostname or ""
-    conn: http.client.HTTPConnection
-    if parts.scheme == "https":
-        conn = http.client.HTTPSConnection(host, port, timeout=timeout_s, context=ssl.create_default_context())
-    else:
-        conn = http.client.HTTPConnection(host, port, timeout=timeout_s)
+    t = http_target(url)
+    conn = t.connect(timeout_s)
     try:
-        conn.request("GET", parts.path + (f"?{parts.query}" if parts.query else ""),
+        conn.request("GET", t.request_path(),
                      headers={"Accept": "text/plain"})
         resp = conn.getresponse()
         body = resp.read(MAX_BODY_BYTES + 1)
