@@ -6,6 +6,7 @@ ones every ``token_interval_s``. ``usage`` sends the usage chunk when the client
 ``fail_every`` = k answers every k-th request (1-based) with HTTP 500; ``close_after`` = n closes
 the connection after n chunks without ``[DONE]``; ``stall_s`` sleeps before the first byte.
 ``slow_every`` = k delays the first token of every k-th request by ``slow_first_token_s`` instead.
+``hold``: an event every request waits for (at most 120 s) before its first byte, set by the test.
 The server counts requests in flight and keeps the maximum, and records every request body.
 """
 
@@ -31,6 +32,7 @@ class Behaviour:
     stall_s: float = 0.0
     slow_every: int = 0
     slow_first_token_s: float = 0.0
+    hold: threading.Event | None = None
 
 
 @dataclass
@@ -81,6 +83,8 @@ class _Handler(BaseHTTPRequestHandler):
                 self.server.state.in_flight -= 1
 
     def _respond(self, n: int, body: dict[str, Any], b: Behaviour) -> None:
+        if b.hold is not None:
+            b.hold.wait(120)
         if b.stall_s:
             time.sleep(b.stall_s)
         if b.fail_every and n % b.fail_every == 0:

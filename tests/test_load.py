@@ -343,3 +343,34 @@ def test_tiny_decoder_server_real_decode(tiny_server: str) -> None:
     # the prompt keeps its last (context − max_tokens) tokens: prompt_tokens is what was prefilled
     long = run_load(LoadSpec(tiny_server, duration_s=0.1, concurrency=1, max_tokens=24, prompt_tokens="fixed:2000"))
     assert long.records[0].prompt_tokens == 1024 - 24 and long.records[0].output_tokens == 24
+
+
+def test_steady_state_waits_for_the_warmup_requests_and_says_when_it_gave_up() -> None:
+    """A sweep point's window opens once every request sent during the warm-up has completed. While
+    the server holds them, the wait gives up after its timeout: the load result says the state was
+    not reached (the run is then tagged ``steady_state=not_reached``) and a note says why; once
+    they can complete, the state is reached."""
+    from tracekit.collectors.capture_backends.window import LoadRunner
+
+    never = threading.Event()
+    hold = threading.Event()
+    with serve(Behaviour(hold=hold)) as (url, st):
+        runner = LoadRunner(LoadSpec(url, duration_s=300, concurrency=2, max_tokens=2))
+        while runner.sent < 2 or st.n_requests < 2:
+            time.sleep(0.01)
+        assert runner.wait_steady(never, lambda: True, lambda: None, timeout_s=0.2) is False
+        assert runner.steady is False and runner.done < runner.sent
+        hold.set()  # the held requests complete, so the load stops cleanly
+        held = runner.stop()
+    assert held is not None and held.steady_state is False
+    assert any("had not reached steady state 0.2 s after the warm-up" in n for n in held.notes)
+    with serve(Behaviour()) as (url, st):
+        runner = LoadRunner(LoadSpec(url, duration_s=300, concurrency=2, max_tokens=2))
+        while runner.sent < 2:
+            time.sleep(0.01)
+        sent = runner.sent
+        assert runner.wait_steady(never, lambda: True, lambda: None, timeout_s=600) is False
+        assert runner.steady is True and runner.done >= sent
+        drained = runner.stop()
+    assert drained is not None and drained.steady_state is True
+    assert not any("steady state" in n for n in drained.notes)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import shutil
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -163,7 +164,7 @@ def _expected(store: Path, band: float) -> tuple[str | None, dict[str, float]]:
         SELECT r.tags['hardware'], m1.value, m2.value FROM runs r
         JOIN metrics m1 ON m1.run_id = r.run_id AND m1.name = 'server_output_tokens_per_s'
         JOIN metrics m2 ON m2.run_id = r.run_id AND m2.name = 'output_tokens_per_s_per_user'
-        WHERE r.tags['load_profile'] = 'independent'""")
+        WHERE r.tags['load_profile'] = 'independent' AND r.tags['steady_state'] IS DISTINCT FROM 'not_reached'""")
     best: dict[str, float] = {}
     for hw, tps, per_user in rows:
         if per_user >= band:
@@ -172,8 +173,8 @@ def _expected(store: Path, band: float) -> tuple[str | None, dict[str, float]]:
     return (min(best, key=lambda k: best[k]) if best else None), best
 
 
-def _portfolio(sweeps: dict[str, Any], band: float) -> dict[str, Any]:
-    r = run_cli("portfolio", "--store", str(sweeps["store"]), "--price-sheet", str(sweeps["prices"]),
+def _portfolio(sweeps: dict[str, Any], band: float, store: Path | None = None) -> dict[str, Any]:
+    r = run_cli("portfolio", "--store", str(store or sweeps["store"]), "--price-sheet", str(sweeps["prices"]),
                 "--min-speed", f"{band}", "--format", "json")
     assert r.returncode == 0, r.stderr
     doc: dict[str, Any] = json.loads(r.stdout)
@@ -218,6 +219,35 @@ def test_portfolio_names_the_cheaper_hardware_at_a_band_and_the_only_one_above(s
         assert math.isclose(p["usd_per_1m"], PRICES[p["hardware"].removeprefix("tiny-")]
                             / (p["output_tokens_per_s"] * 3600) * 1e6)
         assert p["throughput_source"] == "server"
+
+
+def test_a_point_whose_load_never_reached_steady_state_answers_no_band(sweeps: dict[str, Any], tmp_path: Path) -> None:
+    """Every closed-loop sweep point drained its warm-up and is tagged ``steady_state=reached`` (the
+    other captures, not sweeps, are not tagged). A point tagged ``not_reached`` (an open loop past
+    capacity: its queue was still growing) stays in the table, says why it is excluded, and the band
+    goes to the series' next cheapest point, as the metrics say."""
+    store = tmp_path / "store.duckdb"
+    shutil.copy(sweeps["store"], store)  # the module's store stays as the other tests read it
+    tagged = _sql(store, "SELECT tags['sweep_id'] IS NOT NULL, tags['steady_state'] FROM runs")
+    assert {t for sweep, t in tagged if sweep} == {"reached"} and {t for sweep, t in tagged if not sweep} == {None}
+    low = round(0.5 * _max_speed(store, "tiny-slow"), 1)
+    doc = _portfolio(sweeps, low, store)
+    winner = next(s for s in doc["series"] if s["series"] == SLOW)["run_id"]
+    assert all(p["excluded"] is None for p in doc["points"])
+    assert run_cli("update", winner, "--tag", "steady_state=not_reached", "--store", str(store)).returncode == 0
+    want, costs = _expected(store, low)
+    doc = _portfolio(sweeps, low, store)
+    after = next(s for s in doc["series"] if s["series"] == SLOW)
+    assert after["run_id"] != winner
+    if "tiny-slow" in costs:  # another slow point still reaches the band: the next cheapest answers
+        assert math.isclose(after["usd_per_1m"], costs["tiny-slow"])
+    else:
+        assert after["run_id"] is None and not after["reaches_band"]
+    assert doc["cheapest"] == {"tiny-slow": SLOW, "tiny-fast": FAST}[str(want)]
+    [excluded] = [p for p in doc["points"] if p["excluded"] is not None]
+    assert excluded["run_id"] == winner and excluded["excluded"] == "no steady state (past capacity)"
+    table = run_cli("portfolio", "--store", str(store), "--price-sheet", str(sweeps["prices"]), "--format", "csv")
+    assert table.returncode == 0 and f"{winner}," in table.stdout and "no steady state (past capacity)" in table.stdout
 
 
 def test_portfolio_filters_and_bad_price_sheets(sweeps: dict[str, Any], tmp_path: Path) -> None:

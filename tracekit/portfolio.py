@@ -20,8 +20,9 @@ explains how to read it; in short:
 * **Series**: the points of one model, hardware, precision and load profile (named by
   :func:`_name_series`).
 * **The band answer** (:class:`BandAnswer`): at ≥ ``min_speed`` tokens/s per user, each series'
-  cheapest measured point that reaches the band (with at most :data:`MAX_ERROR_RATE` of its
-  requests failed); the cheapest series wins; what limits it there is
+  cheapest measured point that reaches the band and can answer for it (:meth:`Point.excluded`: at
+  most :data:`MAX_ERROR_RATE` of its requests failed, and, in a sweep, its load reached steady
+  state before the window opened); the cheapest series wins; what limits it there is
   its run's most severe finding (by severity, then saving) with its MBU, MFU, prefix-cache hit rate
   and queue depth. A series that never reaches the band is listed as such.
 
@@ -146,6 +147,8 @@ class Point:
     per_user: float | None
     ttft_p95_ms: float | None
     request_error_rate: float | None
+    #: a sweep point's steady state (tag ``steady_state``): ``reached``, ``not_reached``, None outside a sweep
+    steady_state: str | None
     prefix_cache_hit_rate: float | None
     kv_cache_usage_p95: float | None
     queue_depth_p95: float | None
@@ -160,6 +163,16 @@ class Point:
     #: the series' name: its hardware, then precision, model and load profile where the points shown
     #: differ in them (:func:`_name_series`)
     series: str = ""
+
+    def excluded(self) -> str | None:
+        """Why this point cannot answer for a speed band, or None: more than :data:`MAX_ERROR_RATE`
+        of its requests failed (its throughput counts only the rest), or its load never reached
+        steady state (an open loop past capacity: its queue, and so its TTFT, was still growing)."""
+        if (self.request_error_rate or 0.0) > MAX_ERROR_RATE:
+            return f"{100 * (self.request_error_rate or 0.0):.1f}% of requests failed"
+        if self.steady_state == "not_reached":
+            return "no steady state (past capacity)"
+        return None
 
     def series_key(self) -> tuple[str, str, str, str]:
         """What a series holds constant: model, hardware, precision and load profile."""
@@ -238,7 +251,7 @@ class Portfolio:
             "series": [{"series": s.series, "reaches_band": s.reaches_band, "max_per_user": s.max_per_user,
                         "run_id": s.point.run_id if s.point else None,
                         "usd_per_1m": s.point.usd_per_1m if s.point else None} for s in ans.series],
-            "points": [asdict(p) for p in self.points],
+            "points": [{**asdict(p), "excluded": p.excluded()} for p in self.points],
         }
 
 
@@ -309,7 +322,7 @@ def _points(con: duckdb.DuckDBPyConnection, workload: str | None, model: str | N
             prompt_tokens_mean=r["prompt_tokens_mean"], output_tokens_mean=r["output_tokens_mean"],
             output_tokens_per_s=float(r["output_tokens_per_s"]), throughput_source=r["throughput_source"],
             per_device=float(r["output_tokens_per_s_per_device"]), per_user=r["output_tokens_per_s_per_user"],
-            ttft_p95_ms=r["ttft_p95_ms"], request_error_rate=r["request_error_rate"],
+            ttft_p95_ms=r["ttft_p95_ms"], request_error_rate=r["request_error_rate"], steady_state=r["steady_state"],
             prefix_cache_hit_rate=r["prefix_cache_hit_rate"], kv_cache_usage_p95=r["kv_cache_usage_p95"],
             queue_depth_p95=r["queue_depth_p95"], mbu=r["mbu"], mfu=r["mfu"],
             top_finding=dict(r["finding"]) if r["finding"] else None,
@@ -381,8 +394,7 @@ def band_answer(points: list[Point], min_speed: float) -> BandAnswer:
     answers: list[SeriesAnswer] = []
     for name, group in by_series.items():
         speeds = [p.per_user for p in group if p.per_user is not None]
-        in_band = [p for p in group if p.per_user is not None and p.per_user >= min_speed
-                   and (p.request_error_rate or 0.0) <= MAX_ERROR_RATE]
+        in_band = [p for p in group if p.per_user is not None and p.per_user >= min_speed and p.excluded() is None]
         priced = [p for p in in_band if p.usd_per_1m is not None]
         best = min(priced, key=lambda p: (p.usd_per_1m, -(p.per_user or 0.0), p.run_id)) if priced else None
         answers.append(SeriesAnswer(name, best, max(speeds) if speeds else None, bool(in_band)))

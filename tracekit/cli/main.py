@@ -808,14 +808,14 @@ def portfolio(
         sys.stdout.write(json.dumps(pf.as_dict(), indent=2, default=str) + "\n")
         return
     cols = ["series", "run_id", "sweep_value", "prompt_tokens", "output_tokens", "per_user", "per_device",
-            "usd_per_1m", "frontier", "ttft_p95_ms", "prefix_cache_hit_rate", "mbu", "mfu", "limit"]
+            "usd_per_1m", "frontier", "ttft_p95_ms", "prefix_cache_hit_rate", "mbu", "mfu", "limit", "excluded"]
     rows = []
     for name, pts in pf.series().items():
         for p in pts:
             frontier = "".join(x for x, on in (("T", p.on_throughput_frontier), ("C", p.on_cost_frontier)) if on)
             rows.append((name, p.run_id, p.sweep_value, p.prompt_tokens_mean, p.output_tokens_mean, p.per_user,
                          p.per_device, p.usd_per_1m, frontier or "-", p.ttft_p95_ms, p.prefix_cache_hit_rate, p.mbu,
-                         p.mfu, p.top_finding["title"] if p.top_finding else None))
+                         p.mfu, p.top_finding["title"] if p.top_finding else None, p.excluded()))
     if fmt == "csv":
         _emit(cols, rows, "csv")
         return
@@ -997,6 +997,11 @@ class LoadOptions(NamedTuple):
                      "window opens after --warmup and the load's steady state (docs/portfolio.md).",
                      show_default=False),
     ] = None
+    steady_timeout: Annotated[
+        float, typer.Option(help="Sweep: most seconds a point waits after --warmup for steady state (every "
+                            "warm-up request done) before its window opens anyway; such a point is tagged "
+                            "steady_state=not_reached and answers no speed band in the portfolio.")
+    ] = 120.0
 
     def spec(self, duration: float | None, warmup: float, ready_timeout: float) -> "LoadSpec | None":
         """The load driver's spec (None without ``--load``); ``--load`` needs a ``--duration``.
@@ -1150,6 +1155,9 @@ def capture(  # noqa: PLR0913 - one parameter per CLI option
     stop = threading.Event()
     store_path = _store(store)
     if load_options.sweep is not None:
+        from dataclasses import replace
+
+        spec = replace(spec, steady_timeout_s=load_options.steady_timeout)
         _capture_sweep(spec, load_options.sweep, store_path, label=label, workload=workload, tags=tags,
                        analyze_run=analyze_run, as_json=as_json, model_choice=model_choice, stop=stop)
         return

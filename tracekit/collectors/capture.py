@@ -85,6 +85,8 @@ def _check_spec(spec: CaptureSpec) -> None:
         raise CaptureError("--duration", f"must be positive, got {spec.duration_s}")
     if spec.warmup_s < 0 or spec.warmup_steps < 0:
         raise CaptureError("--warmup", "must not be negative")
+    if not 0 < spec.steady_timeout_s <= 86400:
+        raise CaptureError("--steady-timeout", f"must be seconds from 0 to 86400, got {spec.steady_timeout_s:g}")
     # the options one command backend reads are refused with any other
     named = frozenset() if spec.backend is None else get_backend(spec.backend).options
     if spec.warmup_steps and "warmup_steps" not in named:
@@ -180,6 +182,7 @@ def _write_capture_files(spec: CaptureSpec, result: CaptureResult) -> None:
             "profile": spec.load.profile, "turns": spec.load.turns, "turn_tokens": spec.load.turn_tokens,
             "think_s": spec.load.think_s, "subagents": spec.load.subagents,
             "subagent_every": spec.load.subagent_every, "steady_state": spec.steady_state,
+            "steady_state_reached": result.load.steady_state if result.load else None,
             "server_metric_scrapes": len(requests.server_metrics) if requests else 0,
             "server_metric_errors": requests.server_metrics_errors if requests else []},
         "notes": result.notes,
@@ -208,6 +211,10 @@ def capture_and_ingest(
         run_tags["served_model"] = result.load.model  # the model the load asked for (view portfolio_runs)
     if spec.load is not None and "load_profile" not in (tags or {}):
         run_tags["load_profile"] = spec.load.profile
+    if result.load is not None and result.load.steady_state is not None:
+        # a sweep point whose load never drained its warm-up (an open loop past capacity): kept,
+        # but the portfolio does not answer a speed band with it (view portfolio_runs)
+        run_tags["steady_state"] = "reached" if result.load.steady_state else "not_reached"
     run_tags.update(tags or {})
     if on_status is not None:
         w = ((result.window_end_ns or 0) - (result.window_start_ns or 0)) / 1e9 if result.window_start_ns else None

@@ -652,6 +652,7 @@ def page_portfolio(con: duckdb.DuckDBPyConnection, params: dict[str, list[str]],
                 "MBU": fmt.UNKNOWN if p.mbu is None else f"{100 * p.mbu:.0f}%",
                 "MFU": fmt.UNKNOWN if p.mfu is None else f"{100 * p.mfu:.0f}%",
                 "limit": p.top_finding["title"] if p.top_finding else "",
+                "excluded": p.excluded() or "",  # why it answers no speed band
             })
     cols = list(rows[0])
     out.append(html.H3("Points (T: on the throughput frontier, C: on the cost frontier)"))

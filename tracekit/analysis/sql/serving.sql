@@ -181,6 +181,8 @@ GROUP BY run_id, turn;
 -- @column sweep_value DOUBLE tag `sweep_value`: the point's clients (sessions) or request rate (req/s)
 -- @column load_profile VARCHAR tag `load_profile`: `independent` or `agentic`
 -- @column price_sheet VARCHAR tag `price_sheet` (`rented` or `owned`), NULL when untagged
+-- @column steady_state VARCHAR tag `steady_state` of a sweep point: `reached`, or `not_reached` when its load
+-- never drained the warm-up's requests before the window opened (an open loop past capacity); NULL outside a sweep
 -- @column devices BIGINT devices of the serving instance (above)
 -- @column prompt_tokens_mean DOUBLE mean prompt length of the requests without error (tokens): the input length
 -- @column output_tokens_mean DOUBLE mean output length of the requests without error (tokens)
@@ -224,7 +226,7 @@ SELECT r.run_id, r.label, r.workload, r.captured_at,
        coalesce(r.tags['model'], rm.model, r.tags['served_model']) AS model,
        r.tags['sweep_id'] AS sweep_id, r.tags['sweep_param'] AS sweep_param,
        TRY_CAST(r.tags['sweep_value'] AS DOUBLE) AS sweep_value, r.tags['load_profile'] AS load_profile,
-       r.tags['price_sheet'] AS price_sheet,
+       r.tags['price_sheet'] AS price_sheet, r.tags['steady_state'] AS steady_state,
        greatest(coalesce(n_dev.n, 0), coalesce(world.w, 0), coalesce(rm.tensor_parallel, 0), 1) AS devices,
        req.isl AS prompt_tokens_mean, req.osl AS output_tokens_mean,
        coalesce(m.v['server_output_tokens_per_s'], m.v['output_tokens_per_s']) AS output_tokens_per_s,

@@ -75,6 +75,8 @@ class CaptureSpec:
             (every request sent during the warm-up has completed;
             :class:`~tracekit.collectors.capture_backends.window.LoadRunner`) before the window
             opens. A sweep's points set it.
+        steady_timeout_s: How long, after ``warmup_s``, to wait for that steady state before the
+            window opens anyway (a note says so, and the run is tagged ``steady_state=not_reached``).
     """
 
     command: list[str] = field(default_factory=list)
@@ -93,6 +95,7 @@ class CaptureSpec:
     ready_timeout_s: float = 120.0
     drain_timeout_s: float = 120.0
     steady_state: bool = False
+    steady_timeout_s: float = 120.0
 
 
 @dataclass

@@ -57,11 +57,6 @@ def wait_ready(url: str, timeout_s: float, alive: Callable[[], bool], stop: thre
         time.sleep(0.1)
 
 
-#: How long after its warm-up a sweep point waits for the load to reach steady state before
-#: opening its window anyway (with a note), seconds.
-STEADY_TIMEOUT_S = 120.0
-
-
 class LoadRunner:
     """Runs the load driver in a thread, and scrapes the server's Prometheus ``/metrics`` meanwhile
     (when it has one); ``stop()`` ends both gracefully and returns the load's result, the scrapes
@@ -83,6 +78,8 @@ class LoadRunner:
         self.errors = 0
         self.sent = 0
         self.notes: list[str] = []
+        #: whether the load reached steady state before the window opened (None: not waited for)
+        self.steady: bool | None = None
         self._scraper = Scraper(metrics_url(spec.url), interval_s=scrape_interval_s)
         self._scraper.start()
 
@@ -100,22 +97,26 @@ class LoadRunner:
         self._thread = threading.Thread(target=target, name="tracekit-load", daemon=True)
         self._thread.start()
 
-    def wait_steady(self, stop: threading.Event, alive: Callable[[], bool], tick: Callable[[], None]) -> bool:
+    def wait_steady(self, stop: threading.Event, alive: Callable[[], bool], tick: Callable[[], None],
+                    timeout_s: float) -> bool:
         """Wait until every request sent so far has completed (see the class docstring), at most
-        :data:`STEADY_TIMEOUT_S`; True if ``stop`` was set. A note says when the bound was hit."""
+        ``timeout_s`` seconds; True if ``stop`` was set. A note says when the bound was hit, and
+        :attr:`steady` whether the state was reached (left None when stopped)."""
         sent0, t0 = self.sent, time.monotonic()
         while self.done < sent0 and self._thread.is_alive():
             if stop.is_set():
                 return True
             if not alive():
                 return False
-            if time.monotonic() - t0 > STEADY_TIMEOUT_S:
-                self.notes.append(f"the load had not reached steady state {STEADY_TIMEOUT_S:g} s after the "
+            if time.monotonic() - t0 > timeout_s:
+                self.steady = False
+                self.notes.append(f"the load had not reached steady state {timeout_s:g} s after the "
                                   f"warm-up ({self.done} of the {sent0} requests sent during it completed): the "
                                   "window opened anyway")
                 return False
             tick()
             time.sleep(0.05)
+        self.steady = self.done >= sent0  # else the load ended first (its duration, or an error)
         return False
 
     def window_opens(self) -> None:
@@ -145,6 +146,7 @@ class LoadRunner:
                 Scrape(t, tuple((x.name, label_text(x.labels), x.value) for x in samples)) for t, samples in log.scrapes]
             self.result.server_metrics_errors = list(log.errors)
             self.result.notes.extend(self.notes)
+            self.result.steady_state = self.steady
 
 
 def terminate(proc: subprocess.Popen[bytes], grace_s: float = 10.0) -> int:
@@ -235,6 +237,7 @@ class Clock:
         self.window_t0: float | None = None
         self.window_t1: float | None = None  # set when the window closes: its length stops growing
         self.steady = False  # the warm-up also waits for the load's steady state (a sweep's points)
+        self.steady_timeout_s = 120.0  # … at most this long (s)
         self._last = 0.0
 
     def tick(self, phase: str, force: bool = False) -> None:
@@ -263,7 +266,7 @@ def start_load(spec: CaptureSpec, clock: Clock, stop: threading.Event,
     if alive is not None:
         wait_ready(spec.load.url, spec.ready_timeout_s, alive, stop)
     clock.load = LoadRunner(spec.load)
-    clock.steady = spec.steady_state
+    clock.steady, clock.steady_timeout_s = spec.steady_state, spec.steady_timeout_s
     return clock.load
 
 
@@ -278,7 +281,8 @@ def sleep_until(deadline: float | None, stop: threading.Event, clock: Clock, pha
         clock.tick(phase)
         time.sleep(0.05)
     if phase == "warmup" and clock.load is not None:
-        stopped = clock.steady and clock.load.wait_steady(stop, alive, lambda: clock.tick(phase))
+        stopped = clock.steady and clock.load.wait_steady(stop, alive, lambda: clock.tick(phase),
+                                                              clock.steady_timeout_s)
         clock.load.window_opens()
         return stopped
     return False

@@ -100,7 +100,9 @@ class LoadResult:
     ``stop`` (not in ``records``). ``model`` and ``url``: what was sent where.
     ``server_metrics``: the server's Prometheus scrapes while the load ran (``tracekit capture``
     fills it; empty when the server has no ``/metrics``), ``server_metrics_errors`` why scrapes
-    failed; ``notes``: what the capture should tell the user about the load."""
+    failed; ``notes``: what the capture should tell the user about the load; ``steady_state``:
+    whether a sweep point's load reached steady state before its window opened (None when the
+    capture did not wait for it, ``docs/portfolio.md``)."""
 
     spec: LoadSpec
     started_ns: int
@@ -111,6 +113,7 @@ class LoadResult:
     server_metrics: list[Scrape] = field(default_factory=list)
     server_metrics_errors: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    steady_state: bool | None = None
 
     def summary(self) -> LoadSummary:
         """p50/p95/p99 of TTFT, TPOT, ITL and e2e, throughput and errors (see :class:`LoadSummary`),
