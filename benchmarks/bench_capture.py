@@ -40,7 +40,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from harness import REPO_ROOT, add_common_args, median, new_parser, write_report
+from harness import REPO_ROOT, add_common_args, add_load_args, median, new_parser, write_report
 
 EXAMPLE = REPO_ROOT / "examples" / "serve_tiny_decoder.py"
 
@@ -99,11 +99,7 @@ def captured(args: argparse.Namespace) -> dict[str, Any]:
 
 def main() -> None:
     ap = new_parser(__doc__)
-    ap.add_argument("--duration", type=float, default=3.0, help="measured window (s)")
-    ap.add_argument("--warmup", type=float, default=1.0, help="warm-up load before the window (s)")
-    ap.add_argument("--concurrency", type=int, default=2)
-    ap.add_argument("--max-tokens", type=int, default=32)
-    ap.add_argument("--prompt-tokens", default="uniform:16:128")
+    add_load_args(ap, duration=3.0)
     add_common_args(ap, tracekit=False, workdir=False, timeout=False)
     args = ap.parse_args()
     runs: dict[str, list[dict[str, Any]]] = {"baseline": [], "captured": []}

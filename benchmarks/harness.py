@@ -446,6 +446,16 @@ def new_parser(doc: str | None) -> argparse.ArgumentParser:
                                    formatter_class=argparse.RawDescriptionHelpFormatter)
 
 
+def add_load_args(p: argparse.ArgumentParser, *, duration: float) -> None:
+    """The serving benchmarks' load settings: ``--duration`` (the measured window, s; default
+    ``duration``), ``--warmup``, ``--concurrency``, ``--max-tokens`` and ``--prompt-tokens``."""
+    p.add_argument("--duration", type=float, default=duration, help="measured window (s)")
+    p.add_argument("--warmup", type=float, default=1.0, help="warm-up load before the window (s)")
+    p.add_argument("--concurrency", type=int, default=2)
+    p.add_argument("--max-tokens", type=int, default=32)
+    p.add_argument("--prompt-tokens", default="uniform:16:128")
+
+
 def add_common_args(p: argparse.ArgumentParser, *, repeat: int = 3, tracekit: bool = True, workdir: bool = True,
                     timeout: bool = True) -> None:
     """The flags the benchmarks share: ``--repeat``, ``--out`` and, as asked, ``--tracekit``,

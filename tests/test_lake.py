@@ -265,13 +265,20 @@ def test_a_claim_that_meets_a_concurrently_committed_claim_is_retried(pg: tuple[
     other.stdin.write("BEGIN; INSERT INTO tracekit_claims VALUES ('r1', 'claimed', 'other', "
                       "extract(epoch from clock_timestamp()));\n")
     other.stdin.flush()
-    while sql("SELECT count(*) FROM pg_stat_activity WHERE state = 'idle in transaction'") != "1":
-        time.sleep(0.05)  # the other writer holds its uncommitted claim
+    def until(query: str, what: str) -> None:
+        deadline = time.monotonic() + 300  # a bound against a hang, not a timing assumption
+        while sql(query) != "1":
+            assert other.poll() is None, f"psql ended: {other.stderr.read() if other.stderr else ''}"
+            assert time.monotonic() < deadline, f"never saw {what}"
+            time.sleep(0.05)
+
+    until("SELECT count(*) FROM pg_stat_activity WHERE datname = 'claims' AND state = 'idle in transaction'",
+          "the other writer holding its uncommitted claim")
     verdicts: list[object] = []
     claimer = threading.Thread(target=lambda: verdicts.append(_verdict_or_error(claims, "r1")))
     claimer.start()
-    while sql("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'") != "1":
-        time.sleep(0.05)  # our claim waits on the other writer's row
+    until("SELECT count(*) FROM pg_stat_activity WHERE datname = 'claims' AND wait_event_type = 'Lock'",
+          "our claim waiting on the other writer's row")
     other.stdin.write("COMMIT;\n")
     other.stdin.close()
     assert other.wait(timeout=60) == 0, other.stderr.read() if other.stderr else ""
@@ -279,6 +286,27 @@ def test_a_claim_that_meets_a_concurrently_committed_claim_is_retried(pg: tuple[
     assert verdicts == ["busy"]  # the other writer holds it, alive: wait for it
     assert sql("SELECT state || ' ' || writer FROM tracekit_claims WHERE run_id = 'r1'") == "claimed other"
     con.close()
+
+
+def test_only_postgresqls_own_concurrency_errors_are_retried() -> None:
+    """The postgres extension's error quotes the statement before PostgreSQL's message: a claim's
+    ``ON CONFLICT`` (or a writer id with "busy" in its host name) must not make a permission error
+    or a missing table retried for a minute; a serialization failure or a deadlock is retried."""
+    import duckdb
+
+    from tracekit.lake.claims import _concurrent_update
+
+    def failed(sql: str, error: str) -> duckdb.Error:
+        return duckdb.Error(f'Failed to execute query "BEGIN TRANSACTION ISOLATION LEVEL REPEATABLE READ;\n{sql}": '
+                            f"ERROR:  {error}\n")
+
+    insert = ("INSERT INTO tracekit_claims VALUES ('r1', 'claimed', 'busy-host:1:ab', 1) "
+              "ON CONFLICT (run_id) DO NOTHING")
+    assert _concurrent_update(failed(insert, "could not serialize access due to concurrent update"))
+    assert _concurrent_update(failed(insert, "deadlock detected"))
+    assert not _concurrent_update(failed(insert, "permission denied for table tracekit_claims"))
+    assert not _concurrent_update(failed(insert, 'relation "tracekit_claims" does not exist'))
+    assert not _concurrent_update(duckdb.Error("IO Error: Unable to connect to Postgres (retry later)"))
 
 
 def _verdict_or_error(claims: object, run_id: str) -> object:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 import json
 import random
+import re
 import statistics
 import threading
 import time
@@ -347,9 +348,9 @@ def test_tiny_decoder_server_real_decode(tiny_server: str) -> None:
 
 def test_steady_state_waits_for_the_warmup_requests_and_says_when_it_gave_up() -> None:
     """A sweep point's window opens once every request sent during the warm-up has completed. While
-    the server holds them, the wait gives up after its timeout: the load result says the state was
-    not reached (the run is then tagged ``steady_state=not_reached``) and a note says why; once
-    they can complete, the state is reached."""
+    the server holds them, the wait gives up after its timeout: the load's verdict is
+    ``not_reached`` (the run's ``steady_state`` tag) and a note says why; once they can complete,
+    it is ``reached``."""
     from tracekit.collectors.capture_backends.window import LoadRunner
 
     never = threading.Event()
@@ -359,10 +360,10 @@ def test_steady_state_waits_for_the_warmup_requests_and_says_when_it_gave_up() -
         while runner.sent < 2 or st.n_requests < 2:
             time.sleep(0.01)
         assert runner.wait_steady(never, lambda: True, lambda: None, timeout_s=0.2) is False
-        assert runner.steady is False and runner.done < runner.sent
+        assert runner.steady == "not_reached" and runner.done < runner.sent
         hold.set()  # the held requests complete, so the load stops cleanly
         held = runner.stop()
-    assert held is not None and held.steady_state is False
+    assert held is not None and held.steady_state == "not_reached"
     assert any("had not reached steady state 0.2 s after the warm-up" in n for n in held.notes)
     with serve(Behaviour()) as (url, st):
         runner = LoadRunner(LoadSpec(url, duration_s=300, concurrency=2, max_tokens=2))
@@ -370,7 +371,55 @@ def test_steady_state_waits_for_the_warmup_requests_and_says_when_it_gave_up() -
             time.sleep(0.01)
         sent = runner.sent
         assert runner.wait_steady(never, lambda: True, lambda: None, timeout_s=600) is False
-        assert runner.steady is True and runner.done >= sent
+        assert runner.steady == "reached" and runner.done >= sent
+        runner.window_opens()
         drained = runner.stop()
-    assert drained is not None and drained.steady_state is True
-    assert not any("steady state" in n for n in drained.notes)
+    assert drained is not None and drained.steady_state == "reached"  # a closed loop is never past capacity
+    assert not any("steady state" in n or "capacity" in n for n in drained.notes)
+    assert drained.backlog_growth(0, 2**62) is None
+
+
+def test_an_open_loop_whose_queue_grows_in_the_window_is_past_capacity() -> None:
+    """Requests arrive at 100/s and the server answers none of them while the window is open (it
+    holds them): arrivals outrun completions beyond chance, so the verdict is ``past_capacity``
+    with the counts in a note, although the warm-up drained. A server that keeps up is not."""
+    from tracekit.collectors.capture_backends.window import LoadRunner
+
+    never = threading.Event()
+    hold = threading.Event()
+    hold.set()
+    with serve(Behaviour(hold=hold)) as (url, st):
+        runner = LoadRunner(LoadSpec(url, duration_s=300, rate_rps=100.0, max_tokens=2))
+        while runner.sent < 5:
+            time.sleep(0.01)
+        assert runner.wait_steady(never, lambda: True, lambda: None, timeout_s=600) is False
+        assert runner.steady == "reached"
+        hold.clear()  # from now on the server holds every request: the queue grows
+        runner.window_opens()
+        at_open = st.n_requests
+        while st.n_requests < at_open + 80:
+            time.sleep(0.01)
+        stopper = threading.Thread(target=lambda: verdicts.append(runner.stop()))
+        verdicts: list[object] = []
+        stopper.start()
+        while not runner._finish.is_set():  # the window has closed: release the held requests
+            time.sleep(0.01)
+        hold.set()
+        stopper.join(timeout=120)
+    [res] = verdicts
+    assert res is not None and res.steady_state == "past_capacity"  # type: ignore[attr-defined]
+    [note] = [n for n in res.notes if n.startswith("past capacity: ")]  # type: ignore[attr-defined]
+    m = re.match(r"past capacity: (\d+) requests arrived in the window's [\d.]+ s and (\d+) completed, so the queue "
+                 r"grew by (\d+)", note)
+    assert m, note
+    arrived, completed, grew = map(int, m.groups())
+    assert arrived >= 70 and grew == arrived - completed > 0  # some of the 80 were due before the open
+
+
+@pytest.mark.parametrize(("arrived", "completed", "past"), [
+    (100, 50, True), (100, 95, False), (50, 48, False), (10, 0, True), (4, 0, False), (0, 0, False), (30, 40, False),
+])
+def test_past_capacity_needs_a_shortfall_beyond_chance(arrived: int, completed: int, past: bool) -> None:
+    from tracekit.collectors.load.records import past_capacity
+
+    assert past_capacity(arrived, completed) is past

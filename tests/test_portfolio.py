@@ -164,7 +164,7 @@ def _expected(store: Path, band: float) -> tuple[str | None, dict[str, float]]:
         SELECT r.tags['hardware'], m1.value, m2.value FROM runs r
         JOIN metrics m1 ON m1.run_id = r.run_id AND m1.name = 'server_output_tokens_per_s'
         JOIN metrics m2 ON m2.run_id = r.run_id AND m2.name = 'output_tokens_per_s_per_user'
-        WHERE r.tags['load_profile'] = 'independent' AND r.tags['steady_state'] IS DISTINCT FROM 'not_reached'""")
+        WHERE r.tags['load_profile'] = 'independent' AND coalesce(r.tags['steady_state'], 'reached') = 'reached'""")
     best: dict[str, float] = {}
     for hw, tps, per_user in rows:
         if per_user >= band:
@@ -223,9 +223,9 @@ def test_portfolio_names_the_cheaper_hardware_at_a_band_and_the_only_one_above(s
 
 def test_a_point_whose_load_never_reached_steady_state_answers_no_band(sweeps: dict[str, Any], tmp_path: Path) -> None:
     """Every closed-loop sweep point drained its warm-up and is tagged ``steady_state=reached`` (the
-    other captures, not sweeps, are not tagged). A point tagged ``not_reached`` (an open loop past
-    capacity: its queue was still growing) stays in the table, says why it is excluded, and the band
-    goes to the series' next cheapest point, as the metrics say."""
+    other captures, not sweeps, are not tagged). A point tagged ``past_capacity`` (an open loop
+    whose queue was still growing) stays in the table, says why it is excluded, and the band goes
+    to the series' next cheapest point, as the metrics say."""
     store = tmp_path / "store.duckdb"
     shutil.copy(sweeps["store"], store)  # the module's store stays as the other tests read it
     tagged = _sql(store, "SELECT tags['sweep_id'] IS NOT NULL, tags['steady_state'] FROM runs")
@@ -234,7 +234,7 @@ def test_a_point_whose_load_never_reached_steady_state_answers_no_band(sweeps: d
     doc = _portfolio(sweeps, low, store)
     winner = next(s for s in doc["series"] if s["series"] == SLOW)["run_id"]
     assert all(p["excluded"] is None for p in doc["points"])
-    assert run_cli("update", winner, "--tag", "steady_state=not_reached", "--store", str(store)).returncode == 0
+    assert run_cli("update", winner, "--tag", "steady_state=past_capacity", "--store", str(store)).returncode == 0
     want, costs = _expected(store, low)
     doc = _portfolio(sweeps, low, store)
     after = next(s for s in doc["series"] if s["series"] == SLOW)
@@ -245,9 +245,9 @@ def test_a_point_whose_load_never_reached_steady_state_answers_no_band(sweeps: d
         assert after["run_id"] is None and not after["reaches_band"]
     assert doc["cheapest"] == {"tiny-slow": SLOW, "tiny-fast": FAST}[str(want)]
     [excluded] = [p for p in doc["points"] if p["excluded"] is not None]
-    assert excluded["run_id"] == winner and excluded["excluded"] == "no steady state (past capacity)"
+    assert excluded["run_id"] == winner and excluded["excluded"] == "past capacity: its queue grew during the window"
     table = run_cli("portfolio", "--store", str(store), "--price-sheet", str(sweeps["prices"]), "--format", "csv")
-    assert table.returncode == 0 and f"{winner}," in table.stdout and "no steady state (past capacity)" in table.stdout
+    assert table.returncode == 0 and f"{winner}," in table.stdout and "past capacity: its queue grew" in table.stdout
 
 
 def test_portfolio_filters_and_bad_price_sheets(sweeps: dict[str, Any], tmp_path: Path) -> None:
@@ -278,6 +278,9 @@ def test_sweep_refuses_what_it_cannot_run(tmp_path: Path) -> None:
         (["--load", "http://127.0.0.1:9", "--sweep", "batch=1,2"], "expected concurrency=N,N,… or rate=R,R,…"),
         (["--load", "http://127.0.0.1:9", "--sweep", "rate=1,2", "--load-profile", "agentic"], "closed-loop"),
         (["--load", "http://127.0.0.1:9", "--sweep", "concurrency=2,2"], "given twice"),
+        (["--load", "http://127.0.0.1:9", "--steady-timeout", "5"], "--steady-timeout bounds a sweep point's wait"),
+        (["--load", "http://127.0.0.1:9", "--sweep", "concurrency=1,2", "--steady-timeout", "0"],
+         "--steady-timeout: must be more than 0"),
     ):
         r = run_cli("capture", "--server", "vllm", "http://127.0.0.1:9", "--trace-dir", str(tmp_path),
                     "--duration", "1", "--store", str(store), *args)

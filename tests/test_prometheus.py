@@ -157,7 +157,7 @@ def test_metrics_url() -> None:
         "http://h:8000/metrics": "http://h:8000/metrics",
         "http://h/proxy/v1/completions": "http://h/proxy/metrics",
         "http://[::1]:9000/v1": "http://[::1]:9000/metrics",
-        "http://user:s3cret@h:8000/v1": "http://h:8000/metrics",  # no credential into notes
+        "http://user@h:8000/v1": "http://h:8000/metrics",
     }
     for url, want in cases.items():
         assert metrics_url(url) == want, url
@@ -169,6 +169,11 @@ def test_metrics_url() -> None:
         with pytest.raises(LoadInputError) as same:
             check_spec(LoadSpec(url=bad, duration_s=1.0, concurrency=1))  # the load client refuses it alike
         assert str(same.value) == str(exc.value)
+    # a password is refused, and not repeated in the refusal
+    for fn in (metrics_url, lambda u: check_spec(LoadSpec(url=u, duration_s=1.0, concurrency=1))):
+        with pytest.raises(LoadInputError) as exc:
+            fn("http://user:s3cret@h:8000/v1")
+        assert "s3cret" not in str(exc.value) and "password does not belong in the URL" in str(exc.value)
 
 
 # --------------------------------------------------------------------------------------------

@@ -54,6 +54,10 @@ MAX_ERROR_RATE = 0.01
 PRICE_SHEET_ENV = "TRACEKIT_PRICE_SHEET"
 _PRICE_FIELDS = ("price_per_hour_usd", "owned_capex_usd", "owned_years", "owned_power_w", "owned_usd_per_kwh")
 _SEVERITY_RANK = {"critical": 0, "warning": 1, "info": 2}
+#: Why a sweep point without a steady state answers no band, by its ``steady_state`` tag.
+_NOT_STEADY = {"past_capacity": "past capacity: its queue grew during the window",
+               "not_reached": "no steady state: the warm-up's requests had not drained",
+               "interrupted": "interrupted before its window ended"}
 
 
 @dataclass(frozen=True)
@@ -147,7 +151,8 @@ class Point:
     per_user: float | None
     ttft_p95_ms: float | None
     request_error_rate: float | None
-    #: a sweep point's steady state (tag ``steady_state``): ``reached``, ``not_reached``, None outside a sweep
+    #: a sweep point's steady state (tag ``steady_state``: ``reached``, ``past_capacity``, ``not_reached``,
+    #: ``interrupted``), None outside a sweep
     steady_state: str | None
     prefix_cache_hit_rate: float | None
     kv_cache_usage_p95: float | None
@@ -166,13 +171,12 @@ class Point:
 
     def excluded(self) -> str | None:
         """Why this point cannot answer for a speed band, or None: more than :data:`MAX_ERROR_RATE`
-        of its requests failed (its throughput counts only the rest), or its load never reached
-        steady state (an open loop past capacity: its queue, and so its TTFT, was still growing)."""
+        of its requests failed (its throughput counts only the rest), or, in a sweep, its load was
+        not in steady state (tag ``steady_state``: past capacity, its queue and so its latency
+        still growing; the warm-up never drained; or the point was interrupted)."""
         if (self.request_error_rate or 0.0) > MAX_ERROR_RATE:
             return f"{100 * (self.request_error_rate or 0.0):.1f}% of requests failed"
-        if self.steady_state == "not_reached":
-            return "no steady state (past capacity)"
-        return None
+        return _NOT_STEADY.get(self.steady_state or "reached")
 
     def series_key(self) -> tuple[str, str, str, str]:
         """What a series holds constant: model, hardware, precision and load profile."""

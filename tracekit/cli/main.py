@@ -998,14 +998,17 @@ class LoadOptions(NamedTuple):
                      show_default=False),
     ] = None
     steady_timeout: Annotated[
-        float, typer.Option(help="Sweep: most seconds a point waits after --warmup for steady state (every "
-                            "warm-up request done) before its window opens anyway; such a point is tagged "
-                            "steady_state=not_reached and answers no speed band in the portfolio.")
-    ] = 120.0
+        float | None, typer.Option(help="Sweep: most seconds a point waits after --warmup for steady state (every "
+                                   "warm-up request done) before its window opens anyway; such a point is tagged "
+                                   "steady_state=not_reached and answers no speed band in the portfolio "
+                                   "[default: 120].", show_default=False)
+    ] = None
 
     def spec(self, duration: float | None, warmup: float, ready_timeout: float) -> "LoadSpec | None":
         """The load driver's spec (None without ``--load``); ``--load`` needs a ``--duration``.
         Times in seconds."""
+        if self.steady_timeout is not None and self.sweep is None:
+            fail("--steady-timeout bounds a sweep point's wait for steady state: give --sweep")
         if self.url is None:
             if self.sweep is not None:
                 fail("--sweep varies the load: give --load URL")
@@ -1157,7 +1160,8 @@ def capture(  # noqa: PLR0913 - one parameter per CLI option
     if load_options.sweep is not None:
         from dataclasses import replace
 
-        spec = replace(spec, steady_timeout_s=load_options.steady_timeout)
+        if load_options.steady_timeout is not None:
+            spec = replace(spec, steady_timeout_s=load_options.steady_timeout)
         _capture_sweep(spec, load_options.sweep, store_path, label=label, workload=workload, tags=tags,
                        analyze_run=analyze_run, as_json=as_json, model_choice=model_choice, stop=stop)
         return

@@ -86,7 +86,7 @@ def _check_spec(spec: CaptureSpec) -> None:
     if spec.warmup_s < 0 or spec.warmup_steps < 0:
         raise CaptureError("--warmup", "must not be negative")
     if not 0 < spec.steady_timeout_s <= 86400:
-        raise CaptureError("--steady-timeout", f"must be seconds from 0 to 86400, got {spec.steady_timeout_s:g}")
+        raise CaptureError("--steady-timeout", f"must be more than 0 and at most 86400 seconds, got {spec.steady_timeout_s:g}")
     # the options one command backend reads are refused with any other
     named = frozenset() if spec.backend is None else get_backend(spec.backend).options
     if spec.warmup_steps and "warmup_steps" not in named:
@@ -182,11 +182,22 @@ def _write_capture_files(spec: CaptureSpec, result: CaptureResult) -> None:
             "profile": spec.load.profile, "turns": spec.load.turns, "turn_tokens": spec.load.turn_tokens,
             "think_s": spec.load.think_s, "subagents": spec.load.subagents,
             "subagent_every": spec.load.subagent_every, "steady_state": spec.steady_state,
-            "steady_state_reached": result.load.steady_state if result.load else None,
+            "steady_state_verdict": steady_verdict(spec, result),
             "server_metric_scrapes": len(requests.server_metrics) if requests else 0,
             "server_metric_errors": requests.server_metrics_errors if requests else []},
         "notes": result.notes,
     }, indent=1) + "\n")
+
+
+def steady_verdict(spec: CaptureSpec, result: CaptureResult) -> str | None:
+    """A sweep point's steady state (:data:`~tracekit.collectors.load.records.SteadyState`), the
+    run's tag ``steady_state``: ``interrupted`` when the capture was stopped or never got to ask;
+    None when the capture did not wait for a steady state (not a sweep point)."""
+    if not spec.steady_state or spec.load is None:
+        return None
+    if result.interrupted or result.load is None or result.load.steady_state is None:
+        return "interrupted"
+    return result.load.steady_state
 
 
 def capture_and_ingest(
@@ -211,10 +222,11 @@ def capture_and_ingest(
         run_tags["served_model"] = result.load.model  # the model the load asked for (view portfolio_runs)
     if spec.load is not None and "load_profile" not in (tags or {}):
         run_tags["load_profile"] = spec.load.profile
-    if result.load is not None and result.load.steady_state is not None:
-        # a sweep point whose load never drained its warm-up (an open loop past capacity): kept,
-        # but the portfolio does not answer a speed band with it (view portfolio_runs)
-        run_tags["steady_state"] = "reached" if result.load.steady_state else "not_reached"
+    verdict = steady_verdict(spec, result)
+    if verdict is not None:
+        # a sweep point without a steady state is kept, but the portfolio answers no speed band
+        # with it (view portfolio_runs)
+        run_tags["steady_state"] = verdict
     run_tags.update(tags or {})
     if on_status is not None:
         w = ((result.window_end_ns or 0) - (result.window_start_ns or 0)) / 1e9 if result.window_start_ns else None

@@ -90,6 +90,16 @@ def _verdict(row: tuple[object, ...] | None, writer: str) -> Verdict:
     return "mine" if holder == writer else "busy"
 
 
+def _concurrent_update(exc: duckdb.Error) -> bool:
+    """Whether PostgreSQL refused a claim statement because of another writer's transaction
+    (serialization failure or deadlock, SQLSTATE 40001/40P01). Only PostgreSQL's message is read:
+    the extension's text quotes the statement first (``Failed to execute query "…": ERROR: …``),
+    and its ``ON CONFLICT`` or a writer id must not make a real error (permission, a missing
+    table, a lost connection) retried."""
+    detail = str(exc).split('": ERROR:', 1)[-1].lower()
+    return "could not serialize access" in detail or "deadlock detected" in detail
+
+
 class PostgresClaims:
     """Claims in the PostgreSQL catalog database, through DuckDB's postgres extension."""
 
@@ -105,7 +115,8 @@ class PostgresClaims:
         ``INSERT … ON CONFLICT`` or ``UPDATE`` that meets a row another writer committed after the
         statement's snapshot fails with "could not serialize access" (seen in CI with 4 writers):
         every statement here is idempotent, so running it again is the documented remedy."""
-        with_retries(lambda: self.con.execute(f"CALL postgres_execute('tracekit_pg', {quote(sql)})"))
+        with_retries(lambda: self.con.execute(f"CALL postgres_execute('tracekit_pg', {quote(sql)})"),
+                     _concurrent_update)
 
     def create(self) -> None:
         self._run(_TABLE)

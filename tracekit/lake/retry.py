@@ -31,14 +31,15 @@ def retryable(exc: duckdb.Error) -> bool:
                                    "deadlock", "retry"))
 
 
-def with_retries(transaction: Callable[[], T]) -> T:
+def with_retries(transaction: Callable[[], T], is_retryable: Callable[[duckdb.Error], bool] = retryable) -> T:
     """``transaction()`` (which must BEGIN, COMMIT and roll back on failure itself), run again
-    while it fails retryably, at most :data:`MAX_RETRIES` more times."""
+    while it fails retryably (``is_retryable``, default :func:`retryable`), at most
+    :data:`MAX_RETRIES` more times."""
     for attempt in range(MAX_RETRIES + 1):
         try:
             return transaction()
         except duckdb.Error as exc:
-            if attempt == MAX_RETRIES or not retryable(exc):
+            if attempt == MAX_RETRIES or not is_retryable(exc):
                 raise
             time.sleep(min(2.0, 0.05 * 2 ** min(attempt, 6)) * random.uniform(0.5, 1.5))
     raise AssertionError("unreachable")

@@ -181,8 +181,9 @@ GROUP BY run_id, turn;
 -- @column sweep_value DOUBLE tag `sweep_value`: the point's clients (sessions) or request rate (req/s)
 -- @column load_profile VARCHAR tag `load_profile`: `independent` or `agentic`
 -- @column price_sheet VARCHAR tag `price_sheet` (`rented` or `owned`), NULL when untagged
--- @column steady_state VARCHAR tag `steady_state` of a sweep point: `reached`, or `not_reached` when its load
--- never drained the warm-up's requests before the window opened (an open loop past capacity); NULL outside a sweep
+-- @column steady_state VARCHAR tag `steady_state` of a sweep point: `reached`; `past_capacity` (open loop: requests
+-- arrived faster than they completed in the window, beyond chance); `not_reached` (the warm-up's requests had not
+-- completed by `--steady-timeout`); `interrupted`. NULL outside a sweep
 -- @column devices BIGINT devices of the serving instance (above)
 -- @column prompt_tokens_mean DOUBLE mean prompt length of the requests without error (tokens): the input length
 -- @column output_tokens_mean DOUBLE mean output length of the requests without error (tokens)

@@ -22,6 +22,7 @@ from tracekit.errors import CaptureError
 
 if TYPE_CHECKING:  # pragma: no cover
     from tracekit.collectors.load import LoadProgress, LoadResult, LoadSpec
+    from tracekit.collectors.load.records import SteadyState
 
 
 def dir_bytes(path: Path) -> int:
@@ -78,8 +79,10 @@ class LoadRunner:
         self.errors = 0
         self.sent = 0
         self.notes: list[str] = []
-        #: whether the load reached steady state before the window opened (None: not waited for)
-        self.steady: bool | None = None
+        #: a sweep point's steady state (:data:`~tracekit.collectors.load.records.SteadyState`;
+        #: None: not asked for)
+        self.steady: SteadyState | None = None
+        self._window_open_ns: int | None = None
         self._scraper = Scraper(metrics_url(spec.url), interval_s=scrape_interval_s)
         self._scraper.start()
 
@@ -100,28 +103,49 @@ class LoadRunner:
     def wait_steady(self, stop: threading.Event, alive: Callable[[], bool], tick: Callable[[], None],
                     timeout_s: float) -> bool:
         """Wait until every request sent so far has completed (see the class docstring), at most
-        ``timeout_s`` seconds; True if ``stop`` was set. A note says when the bound was hit, and
-        :attr:`steady` whether the state was reached (left None when stopped)."""
+        ``timeout_s`` seconds; True if ``stop`` was set. Sets :attr:`steady` (``reached``,
+        ``not_reached`` with a note saying why, or ``interrupted``)."""
         sent0, t0 = self.sent, time.monotonic()
         while self.done < sent0 and self._thread.is_alive():
-            if stop.is_set():
-                return True
-            if not alive():
-                return False
+            if stop.is_set() or not alive():
+                self.steady = "interrupted"
+                return stop.is_set()
             if time.monotonic() - t0 > timeout_s:
-                self.steady = False
+                self.steady = "not_reached"
                 self.notes.append(f"the load had not reached steady state {timeout_s:g} s after the "
                                   f"warm-up ({self.done} of the {sent0} requests sent during it completed): the "
                                   "window opened anyway")
                 return False
             tick()
             time.sleep(0.05)
-        self.steady = self.done >= sent0  # else the load ended first (its duration, or an error)
+        if self.done >= sent0:
+            self.steady = "reached"
+        else:
+            self.steady = "not_reached"
+            self.notes.append("the load ended while the window waited for its steady state")
         return False
 
     def window_opens(self) -> None:
         """Scrape the server now: the window opens, this is its counters' baseline."""
+        self._window_open_ns = time.time_ns()
         self._scraper.scrape_once()
+
+    def _past_capacity(self, result: LoadResult, closed_ns: int) -> None:
+        """An open loop whose requests arrived faster than they completed in the window, beyond
+        chance (:func:`~tracekit.collectors.load.records.past_capacity`): ``past_capacity``, and
+        a note with the counts."""
+        from tracekit.collectors.load.records import past_capacity
+
+        if self.steady != "reached" or self._window_open_ns is None:
+            return
+        counts = result.backlog_growth(self._window_open_ns, closed_ns)
+        if counts is not None and past_capacity(*counts):
+            arrived, completed = counts
+            self.steady = "past_capacity"
+            self.notes.append(
+                f"past capacity: {arrived} requests arrived in the window's {(closed_ns - self._window_open_ns) / 1e9:.1f} s "
+                f"and {completed} completed, so the queue grew by {arrived - completed} and latency was still "
+                "rising: no steady state at this rate")
 
     def stop(self) -> LoadResult | None:
         """No new requests; wait for those in flight to complete (each bounded by its timeout).
@@ -129,9 +153,15 @@ class LoadRunner:
         throughput is measured over (view ``server_metric_summary``). Raises what the load driver
         raised."""
         self._scraper.scrape_once()
+        closed_ns = time.time_ns()
         self.close()
         if self.error is not None:
             raise self.error
+        if self.result is not None:
+            n = len(self.notes)
+            self._past_capacity(self.result, closed_ns)
+            self.result.notes.extend(self.notes[n:])  # close() passed on the earlier ones
+            self.result.steady_state = self.steady
         return self.result
 
     def close(self) -> None:

@@ -548,7 +548,10 @@ class _Driver:
         self.slots = threading.BoundedSemaphore(spec.concurrency) if spec.concurrency else None
         self.threads: list[threading.Thread] = []
         self.t0 = time.monotonic()
+        self.t0_ns = time.time_ns()
         self.deadline = self.t0 + spec.duration_s
+        #: open loop: each request's scheduled arrival (Unix ns), sent or still waiting for a slot
+        self.arrivals_ns: list[int] = []
         self.next_report = self.t0
 
     def _going(self) -> bool:
@@ -600,6 +603,7 @@ class _Driver:
             now = time.monotonic()
             # every arrival due by now (and inside the duration) leaves, even after a late wake-up
             while spec.rate_rps and next_arrival <= min(now, self.deadline):
+                self.arrivals_ns.append(self.t0_ns + int((next_arrival - self.t0) * 1e9))
                 self._spawn(self._arrival)
                 next_arrival += arrivals.expovariate(spec.rate_rps)
             if now >= self.deadline:
@@ -660,4 +664,4 @@ def run_load(
         notes.append(f"the prompts file's {len(prompts)} prompts were sent {run.next_id / len(prompts):.1f} times "
                      "over: a server's prefix cache serves the repeats (give more prompts for a cold-cache load)")
     return LoadResult(spec=spec, started_ns=started_ns, ended_ns=max(ended_ns, started_ns), records=records,
-                      cancelled=run.cancelled, model=model, notes=notes)
+                      cancelled=run.cancelled, model=model, notes=notes, arrivals_ns=driver.arrivals_ns)

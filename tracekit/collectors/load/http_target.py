@@ -40,8 +40,8 @@ class HttpTarget:
         return http.client.HTTPConnection(self.host, self.port, timeout=timeout_s)
 
     def origin(self) -> str:
-        """``scheme://host[:port]`` as the URL wrote it, without any ``user:password@`` (a
-        credential is never repeated into notes or errors; :mod:`http.client` sends none)."""
+        """``scheme://host[:port]`` as the URL wrote it, without a ``user@`` (a URL with a password
+        is refused by :func:`http_target`)."""
         return f"{self.scheme}://{urlsplit(self.url).netloc.rsplit('@', 1)[-1]}"
 
     def request_path(self) -> str:
@@ -50,9 +50,13 @@ class HttpTarget:
 
 
 def http_target(url: str) -> HttpTarget:
-    """Parse ``url``; raises :class:`LoadInputError` for one that is not http(s) with a host, or
-    whose port is not a number from 0 to 65535."""
+    """Parse ``url``; raises :class:`LoadInputError` for one that is not http(s) with a host, whose
+    port is not a number from 0 to 65535, or that holds a password (refused without repeating it)."""
     parts = urlsplit(url)
+    if parts.password is not None:
+        shown = parts._replace(netloc=parts.netloc.rsplit("@", 1)[-1]).geturl()
+        raise LoadInputError(shown, "a password does not belong in the URL: it would be written into errors and "
+                                    "the capture's files, and tracekit sends no credentials")
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise LoadInputError(url, "expected an http:// or https:// URL with a host")
     try:

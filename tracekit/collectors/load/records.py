@@ -9,9 +9,10 @@ numbers the load driver shows are those the analyzer stores for the same request
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from tracekit.request_rows import MEMORY_RUN_ID, RequestRecord, memory_store
 from tracekit.server_metric_rows import Scrape
@@ -93,6 +94,25 @@ def summarize(records: Sequence[RequestRecord]) -> LoadSummary:
     )
 
 
+#: A sweep point's steady state (run tag ``steady_state``): ``reached``; ``not_reached`` (the
+#: requests sent during the warm-up had not all completed by ``--steady-timeout``, or the load
+#: ended first); ``past_capacity`` (an open loop whose requests arrived faster than they completed
+#: during the window, beyond chance: :func:`past_capacity`); ``interrupted`` (stopped before or
+#: during its window).
+SteadyState = Literal["reached", "not_reached", "past_capacity", "interrupted"]
+STEADY_STATES: tuple[SteadyState, ...] = ("reached", "not_reached", "past_capacity", "interrupted")
+
+
+def past_capacity(arrived: int, completed: int) -> bool:
+    """Whether an open loop's ``arrived`` and ``completed`` requests over one window say its queue
+    grew beyond chance: completions short of arrivals by more than 10 % of the arrivals and by
+    more than three standard deviations of a Poisson count of the arrivals (3 √arrived). A stable
+    server's shortfall is the change in the requests it holds, which does not grow with the
+    window; past capacity it grows as (arrival rate − service rate) × window."""
+    shortfall = arrived - completed
+    return shortfall > 0.1 * arrived and shortfall > 3 * math.sqrt(arrived)
+
+
 @dataclass
 class LoadResult:
     """A finished load: ``started_ns``/``ended_ns`` (Unix ns) bound the whole load (first send to
@@ -100,9 +120,10 @@ class LoadResult:
     ``stop`` (not in ``records``). ``model`` and ``url``: what was sent where.
     ``server_metrics``: the server's Prometheus scrapes while the load ran (``tracekit capture``
     fills it; empty when the server has no ``/metrics``), ``server_metrics_errors`` why scrapes
-    failed; ``notes``: what the capture should tell the user about the load; ``steady_state``:
-    whether a sweep point's load reached steady state before its window opened (None when the
-    capture did not wait for it, ``docs/portfolio.md``)."""
+    failed; ``notes``: what the capture should tell the user about the load; ``steady_state``: a
+    sweep point's verdict (:data:`STEADY_STATES`; None when the capture did not ask,
+    ``docs/portfolio.md``); ``arrivals_ns``: an open loop's scheduled arrival of every request
+    (Unix ns, sent or still waiting for a free slot; empty for a closed loop)."""
 
     spec: LoadSpec
     started_ns: int
@@ -113,7 +134,18 @@ class LoadResult:
     server_metrics: list[Scrape] = field(default_factory=list)
     server_metrics_errors: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
-    steady_state: bool | None = None
+    steady_state: SteadyState | None = None
+    arrivals_ns: list[int] = field(default_factory=list)
+
+    def backlog_growth(self, t0_ns: int, t1_ns: int) -> tuple[int, int] | None:
+        """An open loop's arrivals and completions (requests ended, with or without error) in
+        ``[t0_ns, t1_ns]``: their difference is how much the requests waiting or in service grew
+        in that interval. None for a closed loop (its clients never outrun the server)."""
+        if self.spec.rate_rps is None:
+            return None
+        arrived = sum(t0_ns <= t <= t1_ns for t in self.arrivals_ns)
+        completed = sum(t0_ns <= r.start_ns + r.e2e_ns <= t1_ns for r in self.records)
+        return arrived, completed
 
     def summary(self) -> LoadSummary:
         """p50/p95/p99 of TTFT, TPOT, ITL and e2e, throughput and errors (see :class:`LoadSummary`),
