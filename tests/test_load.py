@@ -416,6 +416,32 @@ def test_an_open_loop_whose_queue_grows_in_the_window_is_past_capacity() -> None
     assert arrived >= 70 and grew == arrived - completed > 0  # some of the 80 were due before the open
 
 
+def test_an_open_loop_the_server_keeps_up_with_reaches_steady_state() -> None:
+    """The same 100 requests/s to a server that answers at once: arrivals and completions in the
+    window agree, so the verdict stays ``reached``; the arrivals before the window opened (the
+    warm-up's) are not counted."""
+    from tracekit.collectors.capture_backends.window import LoadRunner
+
+    never = threading.Event()
+    with serve(Behaviour()) as (url, st):
+        runner = LoadRunner(LoadSpec(url, duration_s=300, rate_rps=100.0, max_tokens=2))
+        while runner.sent < 20:
+            time.sleep(0.01)
+        assert runner.wait_steady(never, lambda: True, lambda: None, timeout_s=600) is False
+        opened = time.time_ns()
+        runner.window_opens(opened)
+        at_open = st.n_requests
+        while st.n_requests < at_open + 80:
+            time.sleep(0.01)
+        res = runner.stop()
+    assert res is not None and res.steady_state == "reached"
+    assert not any("capacity" in n for n in res.notes)
+    before = sum(t < opened for t in res.arrivals_ns)
+    arrived, completed = res.backlog_growth(opened, res.ended_ns)  # type: ignore[misc]
+    assert before >= 20 and arrived + before == len(res.arrivals_ns)  # the warm-up's are outside the window
+    assert arrived >= 70 and completed >= arrived - 5  # every window arrival completed before the end
+
+
 @pytest.mark.parametrize(("arrived", "completed", "past"), [
     (100, 50, True), (100, 95, False), (50, 48, False), (10, 0, True), (4, 0, False), (0, 0, False), (30, 40, False),
 ])

@@ -1022,7 +1022,7 @@ class LoadOptions(NamedTuple):
         return LoadSpec(
             # ended by the capture when its window closes (the window opens only once a process
             # is profiling, which can take a while): the duration is just a bound
-            url=self.url, duration_s=warmup + (duration or 0) + ready_timeout + 3600.0,
+            url=self.url, duration_s=warmup + (duration or 0) + ready_timeout + (self.steady_timeout or 120.0) + 3600.0,
             concurrency=self.concurrency if self.concurrency is not None else default_clients,
             rate_rps=self.rate, prompts_file=self.prompts, prompt_tokens=self.prompt_tokens,
             max_tokens=self.max_tokens, model=self.served_model, endpoint=self.endpoint,  # type: ignore[arg-type]

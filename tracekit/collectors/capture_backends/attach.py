@@ -12,7 +12,13 @@ from pathlib import Path
 
 from tracekit.collectors.capture_backends import BackendDefaults
 from tracekit.collectors.capture_backends.spec import CaptureResult, CaptureSpec, StatusFn
-from tracekit.collectors.capture_backends.window import Clock, LoadRunner, sleep_until, start_load
+from tracekit.collectors.capture_backends.window import (
+    Clock,
+    LoadRunner,
+    sleep_until,
+    start_load,
+    window_opened,
+)
 from tracekit.errors import CaptureError
 
 
@@ -53,6 +59,7 @@ def _capture_attach(spec: CaptureSpec, out_dir: Path, stop: threading.Event, on_
         if load is not None:
             result.interrupted = sleep_until(time.monotonic() + spec.warmup_s, stop, clock, "warmup")
         result.window_start_ns = time.time_ns()
+        window_opened(clock, result.window_start_ns)
         clock.window_t0 = time.monotonic()
         future = call.future(request, timeout=spec.duration_s + 120)
         window_end = clock.window_t0 + spec.duration_s

@@ -26,6 +26,7 @@ from tracekit.collectors.capture_backends.window import (
     start_command,
     start_load,
     terminate,
+    window_opened,
 )
 from tracekit.errors import CaptureError
 
@@ -179,6 +180,7 @@ def _open_window(spec: CaptureSpec, control: Path, result: CaptureResult, stop: 
         result.window_start_ns = max(int(m["unix_ns"]) for m in started.values()
                                      if int(m["unix_ns"]) <= first + int(_SETTLE_S * 1e9))
         clock.window_t0 = time.monotonic() - (time.time_ns() - result.window_start_ns) / 1e9
+        window_opened(clock, result.window_start_ns)
         if not result.interrupted:
             end = None if spec.duration_s is None else clock.window_t0 + spec.duration_s
             result.interrupted = sleep_until(end, stop, clock, "capturing", alive)

@@ -23,7 +23,14 @@ from tracekit.collectors.capture_backends.spec import (
     CaptureSpec,
     StatusFn,
 )
-from tracekit.collectors.capture_backends.window import Clock, LoadRunner, sleep_until, start_load, wait_ready
+from tracekit.collectors.capture_backends.window import (
+    Clock,
+    LoadRunner,
+    sleep_until,
+    start_load,
+    wait_ready,
+    window_opened,
+)
 from tracekit.errors import CaptureError
 
 
@@ -92,6 +99,7 @@ def _capture_server(spec: CaptureSpec, out_dir: Path, stop: threading.Event, on_
         _post(base + "/start_profile", body, 60.0)
         started = True
         result.window_start_ns = time.time_ns()
+        window_opened(clock, result.window_start_ns)
         clock.window_t0 = time.monotonic()
         if not result.interrupted:
             result.interrupted = sleep_until(time.monotonic() + spec.duration_s, stop, clock, "capturing")

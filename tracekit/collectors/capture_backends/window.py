@@ -125,9 +125,11 @@ class LoadRunner:
             self.notes.append("the load ended while the window waited for its steady state")
         return False
 
-    def window_opens(self) -> None:
-        """Scrape the server now: the window opens, this is its counters' baseline."""
-        self._window_open_ns = time.time_ns()
+    def window_opens(self, at_ns: int | None = None) -> None:
+        """The window opened at ``at_ns`` (Unix ns; default now): the open loop's arrivals and
+        completions are counted from there (:meth:`stop`). Scrape the server now: the counters'
+        baseline."""
+        self._window_open_ns = time.time_ns() if at_ns is None else at_ns
         self._scraper.scrape_once()
 
     def _past_capacity(self, result: LoadResult, closed_ns: int) -> None:
@@ -142,10 +144,13 @@ class LoadRunner:
         if counts is not None and past_capacity(*counts):
             arrived, completed = counts
             self.steady = "past_capacity"
+            capped = result.spec.concurrency
+            where = (f" (with --concurrency {capped} the excess waited in the client for a free slot)" if capped
+                     else "")
             self.notes.append(
                 f"past capacity: {arrived} requests arrived in the window's {(closed_ns - self._window_open_ns) / 1e9:.1f} s "
-                f"and {completed} completed, so the queue grew by {arrived - completed} and latency was still "
-                "rising: no steady state at this rate")
+                f"and {completed} completed, so the queue grew by {arrived - completed}{where}: no steady state at "
+                "this rate")
 
     def stop(self) -> LoadResult | None:
         """No new requests; wait for those in flight to complete (each bounded by its timeout).
@@ -268,6 +273,7 @@ class Clock:
         self.window_t1: float | None = None  # set when the window closes: its length stops growing
         self.steady = False  # the warm-up also waits for the load's steady state (a sweep's points)
         self.steady_timeout_s = 120.0  # … at most this long (s)
+        self.armed = False  # the steady-state wait has run (it runs once, after the first warm-up)
         self._last = 0.0
 
     def tick(self, phase: str, force: bool = False) -> None:
@@ -310,12 +316,21 @@ def sleep_until(deadline: float | None, stop: threading.Event, clock: Clock, pha
             return False
         clock.tick(phase)
         time.sleep(0.05)
-    if phase == "warmup" and clock.load is not None:
-        stopped = clock.steady and clock.load.wait_steady(stop, alive, lambda: clock.tick(phase),
-                                                              clock.steady_timeout_s)
-        clock.load.window_opens()
-        return stopped
+    if phase == "warmup" and clock.load is not None and not clock.armed:
+        # the first warm-up to end waits for the load's steady state, once: a backend that then
+        # polls for its profiler in more "warmup" sleeps does not wait (or judge) again
+        clock.armed = True
+        return clock.steady and clock.load.wait_steady(stop, alive, lambda: clock.tick(phase),
+                                                       clock.steady_timeout_s)
     return False
+
+
+def window_opened(clock: Clock, at_ns: int) -> None:
+    """The capture window opened at ``at_ns`` (Unix ns): the load's window count starts there and
+    the server is scraped (the counters' baseline). Each backend calls it once, as its profiler
+    starts."""
+    if clock.load is not None:
+        clock.load.window_opens(at_ns)
 
 
 
@@ -337,6 +352,7 @@ def run_wrapped(cmd: Sequence[str], spec: CaptureSpec, out_dir: Path, stop: thre
         load = start_load(spec, clock, stop, alive)
         result.interrupted = sleep_until(time.monotonic() + spec.warmup_s, stop, clock, "warmup", alive)
         result.window_start_ns = time.time_ns()
+        window_opened(clock, result.window_start_ns)
         clock.window_t0 = time.monotonic()
         if not result.interrupted:
             end = None if spec.duration_s is None else time.monotonic() + spec.duration_s

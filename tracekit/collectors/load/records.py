@@ -106,11 +106,12 @@ STEADY_STATES: tuple[SteadyState, ...] = ("reached", "not_reached", "past_capaci
 def past_capacity(arrived: int, completed: int) -> bool:
     """Whether an open loop's ``arrived`` and ``completed`` requests over one window say its queue
     grew beyond chance: completions short of arrivals by more than 10 % of the arrivals and by
-    more than three standard deviations of a Poisson count of the arrivals (3 √arrived). A stable
+    more than three standard deviations of the difference of two independent Poisson counts
+    (3 √(arrived + completed): the case of requests as long as the window, the noisiest). A stable
     server's shortfall is the change in the requests it holds, which does not grow with the
     window; past capacity it grows as (arrival rate − service rate) × window."""
     shortfall = arrived - completed
-    return shortfall > 0.1 * arrived and shortfall > 3 * math.sqrt(arrived)
+    return shortfall > 0.1 * arrived and shortfall > 3 * math.sqrt(arrived + completed)
 
 
 @dataclass
