@@ -11,6 +11,7 @@ import statistics
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -20,12 +21,15 @@ from load_server import Behaviour, State, serve
 from tracekit.collectors.load import (
     VOCAB,
     LoadProgress,
+    LoadResult,
     LoadSpec,
+    RequestRecord,
     parse_length_dist,
     read_prompts,
     run_load,
     wait_for_endpoint,
 )
+from tracekit.collectors.load.records import past_capacity
 from tracekit.errors import LoadInputError, TracekitError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -416,36 +420,38 @@ def test_an_open_loop_whose_queue_grows_in_the_window_is_past_capacity() -> None
     assert arrived >= 70 and grew == arrived - completed > 0  # some of the 80 were due before the open
 
 
-def test_an_open_loop_the_server_keeps_up_with_reaches_steady_state() -> None:
-    """The same 100 requests/s to a server that answers at once: arrivals and completions in the
-    window agree, so the verdict stays ``reached``; the arrivals before the window opened (the
-    warm-up's) are not counted."""
-    from tracekit.collectors.capture_backends.window import LoadRunner
+def _open_loop_result(arrivals_ns: list[int], latency_ns: int) -> LoadResult:
+    """An open loop's result whose every request is sent at its arrival and ends ``latency_ns`` later."""
+    records = [RequestRecord(i, t, latency_ns // 2, [], latency_ns, 8, 2, 200, None, "usage")
+               for i, t in enumerate(arrivals_ns)]
+    return LoadResult(LoadSpec("http://127.0.0.1:9", duration_s=60, rate_rps=10.0), arrivals_ns[0],
+                      arrivals_ns[-1] + latency_ns, records, arrivals_ns=arrivals_ns)
 
-    never = threading.Event()
-    with serve(Behaviour()) as (url, st):
-        runner = LoadRunner(LoadSpec(url, duration_s=300, rate_rps=100.0, max_tokens=2))
-        while runner.sent < 20:
-            time.sleep(0.01)
-        assert runner.wait_steady(never, lambda: True, lambda: None, timeout_s=600) is False
-        opened = time.time_ns()
-        runner.window_opens(opened)
-        at_open = st.n_requests
-        while st.n_requests < at_open + 80:
-            time.sleep(0.01)
-        res = runner.stop()
-    assert res is not None and res.steady_state == "reached"
-    assert not any("capacity" in n for n in res.notes)
-    before = sum(t < opened for t in res.arrivals_ns)
-    arrived, completed = res.backlog_growth(opened, res.ended_ns)  # type: ignore[misc]
-    assert before >= 20 and arrived + before == len(res.arrivals_ns)  # the warm-up's are outside the window
-    assert arrived >= 70 and completed >= arrived - 5  # every window arrival completed before the end
+
+def test_the_window_counts_arrivals_and_completions_inside_it() -> None:
+    """The counts behind ``past_capacity``: a server keeping up (every request done 50 ms after
+    it arrives, one every 100 ms) completes about what arrives, and arrivals or completions
+    outside the window are not counted; one falling behind (each request ending later than the
+    last) leaves a shortfall that grows with the window. A closed loop has no count."""
+    ms = 1_000_000
+    steady = _open_loop_result([i * 100 * ms for i in range(200)], 50 * ms)
+    assert steady.backlog_growth(5_000 * ms, 15_000 * ms) == (101, 100)  # arrivals 50..150; completions 50..149
+    assert not past_capacity(*steady.backlog_growth(5_000 * ms, 15_000 * ms))  # type: ignore[misc]
+    # service slower than arrivals: request i ends at i × 150 ms (a FIFO server at 2/3 of the rate)
+    arrivals = [i * 100 * ms for i in range(300)]
+    behind = _open_loop_result(arrivals, 0)
+    behind.records = [replace(r, e2e_ns=i * 50 * ms + 1) for i, r in enumerate(behind.records)]
+    short = behind.backlog_growth(2_000 * ms, 8_000 * ms)
+    long = behind.backlog_growth(2_000 * ms, 26_000 * ms)
+    assert short is not None and long is not None
+    assert short[0] - short[1] < long[0] - long[1]  # the shortfall grows with the window
+    assert past_capacity(*long) and not past_capacity(*short)
+    closed = LoadResult(LoadSpec("http://127.0.0.1:9", duration_s=60, concurrency=2), 0, 1, [])
+    assert closed.backlog_growth(0, 1) is None
 
 
 @pytest.mark.parametrize(("arrived", "completed", "past"), [
     (100, 50, True), (100, 95, False), (50, 48, False), (10, 0, True), (4, 0, False), (0, 0, False), (30, 40, False),
 ])
 def test_past_capacity_needs_a_shortfall_beyond_chance(arrived: int, completed: int, past: bool) -> None:
-    from tracekit.collectors.load.records import past_capacity
-
     assert past_capacity(arrived, completed) is past
