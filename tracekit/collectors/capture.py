@@ -53,6 +53,7 @@ from tracekit.collectors.capture_backends.window import dir_bytes, terminate_chi
 from tracekit.errors import CaptureError
 
 if TYPE_CHECKING:  # pragma: no cover
+    from tracekit.collectors.load.records import SteadyState
     from tracekit.ingest import IngestResult
 
 __all__ = [
@@ -189,7 +190,7 @@ def _write_capture_files(spec: CaptureSpec, result: CaptureResult) -> None:
     }, indent=1) + "\n")
 
 
-def steady_verdict(spec: CaptureSpec, result: CaptureResult) -> str | None:
+def steady_verdict(spec: CaptureSpec, result: CaptureResult) -> SteadyState | None:
     """A sweep point's steady state (:data:`~tracekit.collectors.load.records.SteadyState`), the
     run's tag ``steady_state``: ``interrupted`` when the capture was stopped or never got to ask;
     None when the capture did not wait for a steady state (not a sweep point)."""

@@ -83,6 +83,7 @@ class LoadRunner:
         #: None: not asked for)
         self.steady: SteadyState | None = None
         self._window_open_ns: int | None = None
+        self._closed_ns: int | None = None  # when stop() closed the window (Unix ns)
         self._scraper = Scraper(metrics_url(spec.url), interval_s=scrape_interval_s)
         self._scraper.start()
 
@@ -132,13 +133,14 @@ class LoadRunner:
         self._window_open_ns = time.time_ns() if at_ns is None else at_ns
         self._scraper.scrape_once()
 
-    def _past_capacity(self, result: LoadResult, closed_ns: int) -> None:
+    def _past_capacity(self, result: LoadResult) -> None:
         """An open loop whose requests arrived faster than they completed in the window, beyond
         chance (:func:`~tracekit.collectors.load.records.past_capacity`): ``past_capacity``, and
         a note with the counts."""
         from tracekit.collectors.load.records import past_capacity
 
-        if self.steady != "reached" or self._window_open_ns is None:
+        closed_ns = self._closed_ns
+        if self.steady != "reached" or self._window_open_ns is None or closed_ns is None:
             return
         counts = result.backlog_growth(self._window_open_ns, closed_ns)
         if counts is not None and past_capacity(*counts):
@@ -158,15 +160,10 @@ class LoadRunner:
         throughput is measured over (view ``server_metric_summary``). Raises what the load driver
         raised."""
         self._scraper.scrape_once()
-        closed_ns = time.time_ns()
+        self._closed_ns = time.time_ns()
         self.close()
         if self.error is not None:
             raise self.error
-        if self.result is not None:
-            n = len(self.notes)
-            self._past_capacity(self.result, closed_ns)
-            self.result.notes.extend(self.notes[n:])  # close() passed on the earlier ones
-            self.result.steady_state = self.steady
         return self.result
 
     def close(self) -> None:
@@ -180,6 +177,7 @@ class LoadRunner:
             self.result.server_metrics = [
                 Scrape(t, tuple((x.name, label_text(x.labels), x.value) for x in samples)) for t, samples in log.scrapes]
             self.result.server_metrics_errors = list(log.errors)
+            self._past_capacity(self.result)
             self.result.notes.extend(self.notes)
             self.result.steady_state = self.steady
 

@@ -100,7 +100,6 @@ def summarize(records: Sequence[RequestRecord]) -> LoadSummary:
 #: during the window, beyond chance: :func:`past_capacity`); ``interrupted`` (stopped before or
 #: during its window).
 SteadyState = Literal["reached", "not_reached", "past_capacity", "interrupted"]
-STEADY_STATES: tuple[SteadyState, ...] = ("reached", "not_reached", "past_capacity", "interrupted")
 
 
 def past_capacity(arrived: int, completed: int) -> bool:
@@ -122,7 +121,7 @@ class LoadResult:
     ``server_metrics``: the server's Prometheus scrapes while the load ran (``tracekit capture``
     fills it; empty when the server has no ``/metrics``), ``server_metrics_errors`` why scrapes
     failed; ``notes``: what the capture should tell the user about the load; ``steady_state``: a
-    sweep point's verdict (:data:`STEADY_STATES`; None when the capture did not ask,
+    sweep point's verdict (:data:`SteadyState`; None when the capture did not ask,
     ``docs/portfolio.md``); ``arrivals_ns``: an open loop's scheduled arrival of every request
     (Unix ns, sent or still waiting for a free slot; empty for a closed loop)."""
 
